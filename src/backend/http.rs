@@ -1,0 +1,549 @@
+//! Streamable HTTP transport (2025-11-25): one MCP session on a remote server.
+//!
+//! Every message is its own POST carrying `Mcp-Session-Id` and `MCP-Protocol-Version` once known.
+//! A request's answer comes back as JSON or as an SSE stream that may also carry server requests
+//! and notifications; everything read is handed to the session in arrival order. A stream that
+//! ends before the answer is resumed with GET + `Last-Event-ID` after the server's `retry:` delay.
+//! After `initialize` the standalone GET stream is kept open, since some servers send requests and
+//! notifications only there. HTTP 404 on a request that carried the session id means the session
+//! is gone. Shutdown sends DELETE.
+//!
+//! Tasks: one writer task owns the POSTs it starts and the GET stream; all end with the transport.
+
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+use sse_stream::SseStream;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::{BackendError, BackendSpec, TransportEvent};
+
+pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+/// Largest JSON body read from a backend.
+const MAX_JSON_BODY: usize = 64 * 1024 * 1024;
+/// Consecutive failed reconnects before a stream is given up.
+const MAX_STREAM_FAILURES: u32 = 5;
+const DEFAULT_RETRY: Duration = Duration::from_millis(1000);
+/// Bound on a POST that carries no request (notification or answer) and on DELETE.
+const SHORT_POST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bound on a server-suggested `retry:` delay.
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
+pub fn new_client() -> Result<HttpClient, BackendError> {
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+        .map_err(|e| BackendError::Connect(format!("TLS setup failed: {e}")))?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(connector))
+}
+
+struct Shared {
+    backend: String,
+    client: HttpClient,
+    url: Uri,
+    headers: HeaderMap,
+    session_id: RwLock<Option<HeaderValue>>,
+    protocol_version: RwLock<Option<HeaderValue>>,
+    inbound: mpsc::Sender<TransportEvent>,
+}
+
+pub struct HttpTransport {
+    shared: Arc<Shared>,
+    outbox: Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+enum Outgoing {
+    Message(Value),
+    OpenStandaloneStream,
+}
+
+impl HttpTransport {
+    pub fn new(
+        spec: &BackendSpec,
+        inbound: mpsc::Sender<TransportEvent>,
+    ) -> Result<Self, BackendError> {
+        let client = spec
+            .http_client
+            .clone()
+            .ok_or_else(|| BackendError::Connect("no HTTP client".into()))?;
+        let url: Uri = spec
+            .config
+            .url
+            .as_deref()
+            .unwrap_or_default()
+            .parse()
+            .map_err(|e| BackendError::Connect(format!("bad url: {e}")))?;
+        let mut headers = HeaderMap::new();
+        for (name, value) in &spec.config.headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| BackendError::Connect(format!("header {name}: {e}")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|e| BackendError::Connect(format!("header {name}: {e}")))?;
+            headers.insert(name, value);
+        }
+        let shared = Arc::new(Shared {
+            backend: spec.name.clone(),
+            client,
+            url,
+            headers,
+            session_id: RwLock::new(None),
+            protocol_version: RwLock::new(None),
+            inbound,
+        });
+        let (outbox, outgoing) = mpsc::unbounded_channel();
+        let writer = tokio::spawn(write_loop(shared.clone(), outgoing));
+        Ok(Self {
+            shared,
+            outbox: Mutex::new(Some(outbox)),
+            writer: Mutex::new(Some(writer)),
+        })
+    }
+
+    fn queue(&self, item: Outgoing) -> Result<(), BackendError> {
+        let guard = self
+            .outbox
+            .lock()
+            .map_err(|_| BackendError::Closed("transport lock poisoned".into()))?;
+        match guard.as_ref() {
+            Some(tx) => tx
+                .send(item)
+                .map_err(|_| BackendError::Closed("HTTP transport stopped".into())),
+            None => Err(BackendError::Closed("transport shut down".into())),
+        }
+    }
+
+    pub fn send(&self, message: Value) -> Result<(), BackendError> {
+        self.queue(Outgoing::Message(message))
+    }
+
+    pub fn initialized(&self, protocol_version: &str) {
+        if let (Ok(value), Ok(mut slot)) = (
+            HeaderValue::from_str(protocol_version),
+            self.shared.protocol_version.write(),
+        ) {
+            *slot = Some(value);
+        }
+        let _ = self.queue(Outgoing::OpenStandaloneStream);
+    }
+
+    pub async fn shutdown(&self) {
+        if let Ok(mut outbox) = self.outbox.lock() {
+            outbox.take();
+        }
+        let writer = self.writer.lock().ok().and_then(|mut w| w.take());
+        if let Some(writer) = writer {
+            writer.abort();
+        }
+        if self.shared.session_id().is_some() {
+            let request = self.shared.request(Method::DELETE, Bytes::new(), None);
+            if let Ok(request) = request {
+                match tokio::time::timeout(SHORT_POST_TIMEOUT, self.shared.client.request(request))
+                    .await
+                {
+                    Ok(Ok(resp)) if resp.status() == StatusCode::METHOD_NOT_ALLOWED => {}
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::debug!(backend = %self.shared.backend, error = %e, "DELETE failed")
+                    }
+                    Err(_) => tracing::debug!(backend = %self.shared.backend, "DELETE timed out"),
+                }
+            }
+        }
+    }
+}
+
+impl Drop for HttpTransport {
+    fn drop(&mut self) {
+        if let Ok(mut writer) = self.writer.lock() {
+            if let Some(w) = writer.take() {
+                w.abort();
+            }
+        }
+    }
+}
+
+/// Owns every task of the transport: POSTs that wait for answers and the GET stream. Messages
+/// that carry no request are posted in order, one after another, so `notifications/initialized`
+/// lands before the next request.
+async fn write_loop(shared: Arc<Shared>, mut outgoing: mpsc::UnboundedReceiver<Outgoing>) {
+    let mut tasks = JoinSet::new();
+    loop {
+        tokio::select! {
+            item = outgoing.recv() => match item {
+                Some(Outgoing::Message(message)) => {
+                    let is_request = message.get("method").is_some() && message.get("id").is_some();
+                    if is_request {
+                        tasks.spawn(post_request(shared.clone(), message));
+                    } else {
+                        post_one_way(&shared, &message).await;
+                    }
+                }
+                Some(Outgoing::OpenStandaloneStream) => {
+                    tasks.spawn(standalone_stream(shared.clone()));
+                }
+                None => break,
+            },
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+}
+
+impl Shared {
+    fn session_id(&self) -> Option<HeaderValue> {
+        self.session_id.read().ok().and_then(|s| s.clone())
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        body: Bytes,
+        last_event_id: Option<&str>,
+    ) -> Result<Request<Full<Bytes>>, BackendError> {
+        let mut builder = Request::builder().method(method.clone()).uri(self.url.clone());
+        if let Some(headers) = builder.headers_mut() {
+            headers.extend(self.headers.clone());
+            if method == Method::GET {
+                headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+            } else {
+                headers.insert(
+                    ACCEPT,
+                    HeaderValue::from_static("application/json, text/event-stream"),
+                );
+            }
+            if method == Method::POST {
+                headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            }
+            if let Some(sid) = self.session_id() {
+                headers.insert(SESSION_ID, sid);
+            }
+            if let Some(version) = self.protocol_version.read().ok().and_then(|v| v.clone()) {
+                headers.insert(PROTOCOL_VERSION, version);
+            }
+            if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+                headers.insert(LAST_EVENT_ID, id);
+            }
+        }
+        builder
+            .body(Full::new(body))
+            .map_err(|e| BackendError::Connect(e.to_string()))
+    }
+
+    async fn deliver(&self, value: Value) {
+        let _ = self.inbound.send(TransportEvent::Message(value)).await;
+    }
+
+    /// Fails one request with a transport-level error the session can tell from a peer error.
+    async fn fail_request(&self, id: &Value, reason: String) {
+        tracing::warn!(backend = %self.backend, %reason, "backend request failed");
+        let _ = self
+            .inbound
+            .send(TransportEvent::RequestFailed {
+                id: id.clone(),
+                reason,
+            })
+            .await;
+    }
+
+    /// Handles what every response status means before its body is read. Returns the response
+    /// when the body should be read.
+    async fn check_status(
+        &self,
+        response: hyper::Response<Incoming>,
+        had_session: bool,
+        request_id: Option<&Value>,
+    ) -> Option<hyper::Response<Incoming>> {
+        if let Some(sid) = response.headers().get(SESSION_ID) {
+            if let Ok(mut slot) = self.session_id.write() {
+                if slot.is_none() {
+                    *slot = Some(sid.clone());
+                }
+            }
+        }
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND && had_session {
+            let _ = self
+                .inbound
+                .send(TransportEvent::Closed(
+                    "backend session expired (HTTP 404)".into(),
+                ))
+                .await;
+            return None;
+        }
+        if status.is_success() {
+            return Some(response);
+        }
+        // An error status may still carry a JSON-RPC error for the request.
+        let body = read_limited(response.into_body(), 1024 * 1024).await;
+        if let Some(id) = request_id {
+            let parsed = body
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .filter(|v| v.get("error").is_some() && v.get("id") == Some(id));
+            match parsed {
+                Some(error) => self.deliver(error).await,
+                None => {
+                    self.fail_request(id, format!("backend answered HTTP {status}"))
+                        .await
+                }
+            }
+        } else {
+            tracing::warn!(backend = %self.backend, %status, "backend rejected a message");
+        }
+        None
+    }
+}
+
+async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, String> {
+    Limited::new(body, limit)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .map_err(|e| e.to_string())
+}
+
+fn is_event_stream(response: &hyper::Response<Incoming>) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("text/event-stream"))
+}
+
+/// Notifications and answers to server requests: expect 202, nothing to read.
+async fn post_one_way(shared: &Shared, message: &Value) {
+    let had_session = shared.session_id().is_some();
+    let request = match shared.request(Method::POST, Bytes::from(message.to_string()), None) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(backend = %shared.backend, error = %e, "cannot build POST");
+            return;
+        }
+    };
+    match tokio::time::timeout(SHORT_POST_TIMEOUT, shared.client.request(request)).await {
+        Ok(Ok(response)) => {
+            let _ = shared.check_status(response, had_session, None).await;
+        }
+        Ok(Err(e)) => tracing::warn!(backend = %shared.backend, error = %e, "POST failed"),
+        Err(_) => tracing::warn!(backend = %shared.backend, "POST timed out"),
+    }
+}
+
+async fn post_request(shared: Arc<Shared>, message: Value) {
+    let Some(id) = message.get("id").cloned() else {
+        return;
+    };
+    let had_session = shared.session_id().is_some();
+    let request = match shared.request(Method::POST, Bytes::from(message.to_string()), None) {
+        Ok(r) => r,
+        Err(e) => return shared.fail_request(&id, e.to_string()).await,
+    };
+    let response = match shared.client.request(request).await {
+        Ok(r) => r,
+        Err(e) => {
+            return shared
+                .fail_request(&id, format!("backend unreachable: {e}"))
+                .await
+        }
+    };
+    let Some(response) = shared.check_status(response, had_session, Some(&id)).await else {
+        return;
+    };
+    if response.status() == StatusCode::ACCEPTED || response.status() == StatusCode::NO_CONTENT {
+        return shared
+            .fail_request(&id, "backend accepted the request without answering it".into())
+            .await;
+    }
+    if !is_event_stream(&response) {
+        match read_limited(response.into_body(), MAX_JSON_BODY).await {
+            Ok(body) => match serde_json::from_slice::<Value>(&body) {
+                Ok(Value::Array(items)) => {
+                    for item in items {
+                        shared.deliver(item).await;
+                    }
+                }
+                Ok(value) => shared.deliver(value).await,
+                Err(e) => {
+                    shared
+                        .fail_request(&id, format!("backend sent invalid JSON: {e}"))
+                        .await
+                }
+            },
+            Err(e) => {
+                shared
+                    .fail_request(&id, format!("reading backend response failed: {e}"))
+                    .await
+            }
+        }
+        return;
+    }
+    let mut end = read_stream(&shared, response.into_body(), Some(&id)).await;
+    let mut failures = 0;
+    while !end.answered && failures < MAX_STREAM_FAILURES {
+        let Some(last) = end.last_event_id.clone() else {
+            break;
+        };
+        tokio::time::sleep(end.retry.unwrap_or(DEFAULT_RETRY)).await;
+        match open_get(&shared, Some(&last)).await {
+            GetOutcome::Stream(body) => {
+                let next = read_stream(&shared, body, Some(&id)).await;
+                failures = if next.last_event_id.is_some() { 0 } else { failures + 1 };
+                end = StreamEnd {
+                    answered: next.answered,
+                    last_event_id: next.last_event_id.or(end.last_event_id),
+                    retry: next.retry.or(end.retry),
+                };
+            }
+            GetOutcome::SessionLost => return,
+            GetOutcome::Unavailable => failures += 1,
+        }
+    }
+    if !end.answered {
+        shared
+            .fail_request(&id, "backend closed the response stream without answering".into())
+            .await;
+    }
+}
+
+struct StreamEnd {
+    answered: bool,
+    last_event_id: Option<String>,
+    retry: Option<Duration>,
+}
+
+/// Reads one SSE stream to its end, delivering every JSON-RPC message on it.
+async fn read_stream(shared: &Shared, body: Incoming, expect: Option<&Value>) -> StreamEnd {
+    let mut end = StreamEnd {
+        answered: false,
+        last_event_id: None,
+        retry: None,
+    };
+    let mut events = SseStream::new(body);
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::debug!(backend = %shared.backend, error = %e, "SSE stream ended with an error");
+                break;
+            }
+        };
+        if let Some(id) = event.id {
+            end.last_event_id = Some(id);
+        }
+        if let Some(retry) = event.retry {
+            end.retry = Some(Duration::from_millis(retry).min(MAX_RETRY));
+        }
+        if event.event.as_deref().is_some_and(|e| e != "message") {
+            continue;
+        }
+        // Priming events carry an empty data field.
+        let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+            continue;
+        };
+        let messages = match serde_json::from_str::<Value>(&data) {
+            Ok(Value::Array(items)) => items,
+            Ok(value) => vec![value],
+            Err(e) => {
+                tracing::warn!(backend = %shared.backend, error = %e, "non-JSON SSE data ignored");
+                continue;
+            }
+        };
+        for message in messages {
+            let is_answer = expect.is_some_and(|id| {
+                message.get("id") == Some(id)
+                    && (message.get("result").is_some() || message.get("error").is_some())
+            });
+            shared.deliver(message).await;
+            if is_answer {
+                end.answered = true;
+                return end;
+            }
+        }
+    }
+    end
+}
+
+enum GetOutcome {
+    Stream(Incoming),
+    SessionLost,
+    Unavailable,
+}
+
+async fn open_get(shared: &Shared, last_event_id: Option<&str>) -> GetOutcome {
+    let had_session = shared.session_id().is_some();
+    let Ok(request) = shared.request(Method::GET, Bytes::new(), last_event_id) else {
+        return GetOutcome::Unavailable;
+    };
+    match shared.client.request(request).await {
+        Ok(response) if response.status() == StatusCode::OK && is_event_stream(&response) => {
+            GetOutcome::Stream(response.into_body())
+        }
+        Ok(response) if response.status() == StatusCode::NOT_FOUND && had_session => {
+            let _ = shared
+                .inbound
+                .send(TransportEvent::Closed(
+                    "backend session expired (HTTP 404)".into(),
+                ))
+                .await;
+            GetOutcome::SessionLost
+        }
+        Ok(_) | Err(_) => GetOutcome::Unavailable,
+    }
+}
+
+/// The standalone GET stream: kept open for the session's life, reconnected after the server
+/// closes it, given up after repeated failures or a 405 (the server offers none).
+async fn standalone_stream(shared: Arc<Shared>) {
+    let mut last_event_id: Option<String> = None;
+    let mut retry = DEFAULT_RETRY;
+    let mut failures = 0;
+    while failures < MAX_STREAM_FAILURES {
+        let had_session = shared.session_id().is_some();
+        let Ok(request) = shared.request(Method::GET, Bytes::new(), last_event_id.as_deref())
+        else {
+            return;
+        };
+        match shared.client.request(request).await {
+            Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => return,
+            Ok(response) if response.status() == StatusCode::NOT_FOUND && had_session => {
+                let _ = shared
+                    .inbound
+                    .send(TransportEvent::Closed(
+                        "backend session expired (HTTP 404)".into(),
+                    ))
+                    .await;
+                return;
+            }
+            Ok(response) if response.status() == StatusCode::OK && is_event_stream(&response) => {
+                let end = read_stream(&shared, response.into_body(), None).await;
+                if end.last_event_id.is_some() {
+                    last_event_id = end.last_event_id;
+                }
+                retry = end.retry.unwrap_or(retry);
+                failures = 0;
+            }
+            Ok(_) | Err(_) => failures += 1,
+        }
+        tokio::time::sleep(retry * (failures + 1)).await;
+    }
+    tracing::debug!(backend = %shared.backend, "standalone GET stream given up");
+}

@@ -1,0 +1,116 @@
+//! The back side: a 2025-11-25 MCP client for legacy servers.
+//!
+//! - [`stdio`] and [`http`] move JSON-RPC messages to and from one server process or HTTP session;
+//! - [`session`] owns one initialized MCP session: request ids, routing of responses, server
+//!   requests and notifications to the call that is active on it;
+//! - [`pool`] hands out sessions exclusively, keyed by principal and capability profile.
+//!
+//! Nothing here knows about 2026-07-28; the front decides what reaches a client.
+
+pub mod http;
+pub mod pool;
+pub mod session;
+pub mod stdio;
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::config::{BackendConfig, TransportKind};
+
+/// The revision the gateway asks for at `initialize`.
+pub const BACKEND_PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// Revisions a backend may negotiate down to and still be served.
+pub const ACCEPTED_BACKEND_VERSIONS: &[&str] =
+    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BackendError {
+    #[error("cannot start backend: {0}")]
+    Spawn(String),
+    #[error("backend connection failed: {0}")]
+    Connect(String),
+    #[error("backend session closed: {0}")]
+    Closed(String),
+    #[error("backend initialize failed: {0}")]
+    Initialize(String),
+    #[error("backend did not answer within {0:?}")]
+    Timeout(std::time::Duration),
+}
+
+/// What a transport reports to its session.
+#[derive(Debug)]
+pub enum TransportEvent {
+    Message(Value),
+    /// A request could not be delivered or answered (unreachable, bad status, stream lost).
+    RequestFailed { id: Value, reason: String },
+    /// The transport can carry nothing more (process exited, HTTP session gone).
+    Closed(String),
+}
+
+/// Everything a session needs to reach one backend, resolved once from configuration.
+#[derive(Debug)]
+pub struct BackendSpec {
+    pub name: String,
+    pub config: BackendConfig,
+    /// Shared HTTP client (connection reuse across sessions); `None` for stdio backends.
+    pub http_client: Option<http::HttpClient>,
+}
+
+impl BackendSpec {
+    pub fn new(name: &str, config: BackendConfig) -> Result<Arc<Self>, BackendError> {
+        let http_client = match config.transport {
+            TransportKind::Http => Some(http::new_client()?),
+            TransportKind::Stdio => None,
+        };
+        Ok(Arc::new(Self {
+            name: name.to_string(),
+            config,
+            http_client,
+        }))
+    }
+}
+
+/// One connection to a backend: a child process or an HTTP session.
+pub enum Transport {
+    Stdio(stdio::StdioTransport),
+    Http(http::HttpTransport),
+}
+
+impl Transport {
+    pub async fn connect(
+        spec: &BackendSpec,
+        inbound: mpsc::Sender<TransportEvent>,
+    ) -> Result<Self, BackendError> {
+        match spec.config.transport {
+            TransportKind::Stdio => Ok(Self::Stdio(stdio::StdioTransport::spawn(spec, inbound)?)),
+            TransportKind::Http => Ok(Self::Http(http::HttpTransport::new(spec, inbound)?)),
+        }
+    }
+
+    /// Queues one message for the backend; delivery failures come back as events.
+    pub fn send(&self, message: Value) -> Result<(), BackendError> {
+        match self {
+            Self::Stdio(t) => t.send(message),
+            Self::Http(t) => t.send(message),
+        }
+    }
+
+    /// Called once `initialize` succeeded: HTTP starts sending `MCP-Protocol-Version` and opens
+    /// the standalone GET stream.
+    pub fn initialized(&self, protocol_version: &str) {
+        if let Self::Http(t) = self {
+            t.initialized(protocol_version);
+        }
+    }
+
+    /// Ends the connection politely: stdin EOF then signals for stdio, DELETE for HTTP.
+    pub async fn shutdown(&self) {
+        match self {
+            Self::Stdio(t) => t.shutdown().await,
+            Self::Http(t) => t.shutdown().await,
+        }
+    }
+}

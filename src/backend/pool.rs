@@ -1,0 +1,450 @@
+//! Session pool of one backend.
+//!
+//! Sessions are keyed by (principal, capability profile): a session never serves two principals,
+//! and it is initialized declaring exactly the capabilities its callers declared, so a well-behaved
+//! backend only asks for what the client can answer. A session is lent to one caller at a time
+//! ([`Lease`]), which is what makes server requests attributable. The pool bounds the number of
+//! sessions (`max_sessions`), keeps `min_idle` warm spares for keys in use, closes sessions idle
+//! past `idle_timeout`, backs off when sessions fail to start, and answers a caller that waited
+//! `queue_wait` without a session with a clear error.
+//!
+//! Task: one maintenance task per pool, stopped by [`Pool::shutdown`] or when the pool is dropped.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::session::Session;
+use super::{BackendError, BackendSpec};
+use crate::error::GatewayError;
+
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The capabilities a backend session declares at `initialize`, derived from what a 2026-07-28
+/// request declared: only the brokerable ones, in a canonical form (`elicitation: {}` means form).
+pub fn capability_profile(client_capabilities: &Value) -> Value {
+    let mut out = Map::new();
+    if let Some(elicitation) = client_capabilities.get("elicitation").and_then(Value::as_object) {
+        let mut modes = Map::new();
+        let form = elicitation.contains_key("form") || !elicitation.contains_key("url");
+        if form {
+            modes.insert("form".into(), json!({}));
+        }
+        if elicitation.contains_key("url") {
+            modes.insert("url".into(), json!({}));
+        }
+        out.insert("elicitation".into(), Value::Object(modes));
+    }
+    if let Some(sampling) = client_capabilities.get("sampling").and_then(Value::as_object) {
+        let mut sub = Map::new();
+        for key in ["tools", "context"] {
+            if sampling.contains_key(key) {
+                sub.insert(key.into(), json!({}));
+            }
+        }
+        out.insert("sampling".into(), Value::Object(sub));
+    }
+    if client_capabilities.get("roots").is_some_and(Value::is_object) {
+        // No listChanged: the gateway has no source for roots change notifications.
+        out.insert("roots".into(), json!({}));
+    }
+    Value::Object(out)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PoolKey {
+    principal: String,
+    profile: String,
+}
+
+impl PoolKey {
+    pub fn new(principal: &str, profile: &Value) -> Self {
+        Self {
+            principal: principal.to_string(),
+            // serde_json maps are sorted, so this string is canonical.
+            profile: profile.to_string(),
+        }
+    }
+}
+
+struct Backoff {
+    failures: u32,
+    until: Option<Instant>,
+}
+
+struct KeyState {
+    idle: Vec<Session>,
+    profile: Value,
+    last_used: Instant,
+}
+
+struct PoolInner {
+    spec: Arc<BackendSpec>,
+    slots: Arc<Semaphore>,
+    keys: Mutex<HashMap<PoolKey, KeyState>>,
+    returned: Notify,
+    init_cache: RwLock<Option<Arc<Value>>>,
+    backoff: Mutex<Backoff>,
+    closing: TaskTracker,
+    stop: CancellationToken,
+}
+
+pub struct Pool {
+    inner: Arc<PoolInner>,
+    maintenance: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.inner.stop.cancel();
+        self.maintenance.abort();
+    }
+}
+
+/// Counts for status and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    pub open: usize,
+    pub idle: usize,
+}
+
+impl Pool {
+    pub fn new(spec: Arc<BackendSpec>) -> Self {
+        let max = spec.config.pool.max_sessions;
+        let inner = Arc::new(PoolInner {
+            spec,
+            slots: Arc::new(Semaphore::new(max)),
+            keys: Mutex::new(HashMap::new()),
+            returned: Notify::new(),
+            init_cache: RwLock::new(None),
+            backoff: Mutex::new(Backoff {
+                failures: 0,
+                until: None,
+            }),
+            closing: TaskTracker::new(),
+            stop: CancellationToken::new(),
+        });
+        let maintenance = tokio::spawn(maintain(inner.clone()));
+        Self { inner, maintenance }
+    }
+
+    pub fn backend_name(&self) -> &str {
+        &self.inner.spec.name
+    }
+
+    /// The most recent `InitializeResult` of this backend, if any session started yet.
+    pub fn cached_init(&self) -> Option<Arc<Value>> {
+        self.inner.init_cache.read().ok().and_then(|c| c.clone())
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        let max = self.inner.spec.config.pool.max_sessions;
+        let idle = self
+            .inner
+            .keys()
+            .values()
+            .map(|k| k.idle.len())
+            .sum();
+        PoolStats {
+            open: max - self.inner.slots.available_permits(),
+            idle,
+        }
+    }
+
+    /// Lends a session of `key` exclusively, starting one if needed; waits at most `queue_wait`.
+    pub async fn acquire(&self, key: &PoolKey, profile: &Value) -> Result<Lease, GatewayError> {
+        let inner = &self.inner;
+        let deadline = Instant::now() + inner.spec.config.pool.queue_wait;
+        loop {
+            let returned = inner.returned.notified();
+            tokio::pin!(returned);
+            returned.as_mut().enable();
+
+            if let Some(session) = inner.take_idle(key, profile) {
+                return Ok(self.lease(key, session));
+            }
+            let permit = match inner.slots.clone().try_acquire_owned() {
+                Ok(permit) => permit,
+                Err(_) => {
+                    if inner.evict_other_idle(key) {
+                        continue;
+                    }
+                    tokio::select! {
+                        _ = &mut returned => continue,
+                        permit = inner.slots.clone().acquire_owned() => match permit {
+                            Ok(permit) => permit,
+                            Err(_) => return Err(GatewayError::Busy("pool closed".into())),
+                        },
+                        _ = tokio::time::sleep_until(deadline.into()) => {
+                            return Err(GatewayError::Busy(format!(
+                                "no session of backend {} became free within {:?}",
+                                inner.spec.name, inner.spec.config.pool.queue_wait
+                            )));
+                        }
+                    }
+                }
+            };
+            let session = inner.start_session(profile, permit, deadline).await?;
+            return Ok(self.lease(key, session));
+        }
+    }
+
+    fn lease(&self, key: &PoolKey, session: Session) -> Lease {
+        Lease {
+            session: Some(session),
+            pool: self.inner.clone(),
+            key: key.clone(),
+        }
+    }
+
+    /// Stops maintenance and closes idle sessions politely.
+    pub async fn shutdown(&self) {
+        self.inner.stop.cancel();
+        let idle: Vec<Session> = self
+            .inner
+            .keys()
+            .values_mut()
+            .flat_map(|k| k.idle.drain(..))
+            .collect();
+        for session in idle {
+            self.inner.closing.spawn(session.close());
+        }
+        self.inner.closing.close();
+        self.inner.closing.wait().await;
+    }
+}
+
+impl PoolInner {
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<PoolKey, KeyState>> {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn take_idle(&self, key: &PoolKey, profile: &Value) -> Option<Session> {
+        let mut keys = self.keys();
+        let state = keys.entry(key.clone()).or_insert_with(|| KeyState {
+            idle: Vec::new(),
+            profile: profile.clone(),
+            last_used: Instant::now(),
+        });
+        state.last_used = Instant::now();
+        // Dead sessions are dropped here; their slots return to the semaphore.
+        state.idle.retain(Session::is_alive);
+        let pos = state.idle.iter().rposition(Session::is_clean)?;
+        Some(state.idle.swap_remove(pos))
+    }
+
+    /// Frees a slot held by an idle session of another key. True if one was closed.
+    fn evict_other_idle(&self, key: &PoolKey) -> bool {
+        let victim = {
+            let mut keys = self.keys();
+            keys.iter_mut()
+                .filter(|(k, s)| *k != key && !s.idle.is_empty())
+                .min_by_key(|(_, s)| s.last_used)
+                .and_then(|(_, s)| s.idle.pop())
+        };
+        match victim {
+            Some(session) => {
+                // Dropping the session releases its slot now; the polite close runs on its own.
+                self.closing.spawn(session.close());
+                true
+            }
+            None => false,
+        }
+    }
+
+    async fn start_session(
+        &self,
+        profile: &Value,
+        permit: OwnedSemaphorePermit,
+        deadline: Instant,
+    ) -> Result<Session, GatewayError> {
+        let wait_until = self
+            .backoff
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .until;
+        if let Some(until) = wait_until.filter(|u| *u > Instant::now()) {
+            if until > deadline {
+                return Err(GatewayError::BackendUnavailable(format!(
+                    "backend {} failed to start recently; retrying shortly",
+                    self.spec.name
+                )));
+            }
+            tokio::time::sleep_until(until.into()).await;
+        }
+        match Session::connect(&self.spec, profile.clone(), Some(permit)).await {
+            Ok(session) => {
+                let mut backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+                backoff.failures = 0;
+                backoff.until = None;
+                drop(backoff);
+                if let Ok(mut cache) = self.init_cache.write() {
+                    *cache = Some(session.init_result());
+                }
+                Ok(session)
+            }
+            Err(e) => {
+                self.record_failure(&e);
+                Err(GatewayError::BackendUnavailable(e.to_string()))
+            }
+        }
+    }
+
+    fn record_failure(&self, error: &BackendError) {
+        let mut backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        backoff.failures = backoff.failures.saturating_add(1);
+        let delay = FIRST_BACKOFF
+            .saturating_mul(1u32 << backoff.failures.min(10).saturating_sub(1))
+            .min(MAX_BACKOFF);
+        backoff.until = Some(Instant::now() + delay);
+        tracing::warn!(backend = %self.spec.name, error = %error, retry_in = ?delay, "backend session failed to start");
+    }
+
+    fn give_back(&self, key: PoolKey, mut session: Session) {
+        if !session.is_alive() {
+            return;
+        }
+        session.last_used = Instant::now();
+        let mut keys = self.keys();
+        match keys.get_mut(&key) {
+            Some(state) => {
+                state.idle.push(session);
+                state.last_used = Instant::now();
+            }
+            None => {
+                drop(keys);
+                self.closing.spawn(session.close());
+                return;
+            }
+        }
+        drop(keys);
+        self.returned.notify_waiters();
+    }
+}
+
+/// Warm spares, idle reaping and forgetting keys nobody uses.
+async fn maintain(inner: Arc<PoolInner>) {
+    let config = inner.spec.config.pool.clone();
+    let tick = (config.idle_timeout / 4).clamp(Duration::from_millis(250), Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = inner.stop.cancelled() => return,
+            _ = tokio::time::sleep(tick) => {}
+        }
+        let mut to_close = Vec::new();
+        let mut to_warm = Vec::new();
+        {
+            let mut keys = inner.keys();
+            keys.retain(|key, state| {
+                state.idle.retain(Session::is_alive);
+                let mut keep = state.idle.len();
+                state.idle.sort_by_key(|s| std::cmp::Reverse(s.last_used));
+                while keep > config.min_idle
+                    && state.idle[keep - 1].last_used.elapsed() > config.idle_timeout
+                {
+                    keep -= 1;
+                }
+                to_close.extend(state.idle.drain(keep..));
+                let in_use = state.last_used.elapsed() <= config.idle_timeout;
+                if in_use && state.idle.len() < config.min_idle {
+                    to_warm.push((key.clone(), state.profile.clone()));
+                }
+                in_use || !state.idle.is_empty()
+            });
+        }
+        for session in to_close {
+            inner.closing.spawn(session.close());
+        }
+        let backing_off = inner
+            .backoff
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .until
+            .is_some_and(|u| u > Instant::now());
+        if backing_off {
+            continue;
+        }
+        // One spare per key and tick keeps start-up load on the backend gentle.
+        for (key, profile) in to_warm {
+            let Ok(permit) = inner.slots.clone().try_acquire_owned() else {
+                break;
+            };
+            let started = tokio::select! {
+                _ = inner.stop.cancelled() => return,
+                s = Session::connect(&inner.spec, profile, Some(permit)) => s,
+            };
+            match started {
+                Ok(session) => inner.give_back(key, session),
+                Err(e) => {
+                    inner.record_failure(&e);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Exclusive use of one session; returned to the pool when dropped (if still healthy).
+pub struct Lease {
+    session: Option<Session>,
+    pool: Arc<PoolInner>,
+    key: PoolKey,
+}
+
+impl Lease {
+    pub fn session(&self) -> Option<&Session> {
+        self.session.as_ref()
+    }
+
+    /// Closes the session instead of returning it (e.g. its state can no longer be trusted).
+    pub fn discard(mut self) {
+        if let Some(session) = self.session.take() {
+            self.pool.closing.spawn(session.close());
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            self.pool.give_back(self.key.clone(), session);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profiles_are_canonical() {
+        assert_eq!(capability_profile(&json!({})), json!({}));
+        assert_eq!(
+            capability_profile(&json!({"elicitation": {}})),
+            json!({"elicitation": {"form": {}}})
+        );
+        assert_eq!(
+            capability_profile(&json!({"elicitation": {"url": {}}})),
+            json!({"elicitation": {"url": {}}})
+        );
+        assert_eq!(
+            capability_profile(&json!({
+                "roots": {"listChanged": true},
+                "sampling": {"tools": {}, "x": 1},
+                "experimental": {"a": {}},
+                "extensions": {"io.example/x": {}}
+            })),
+            json!({"roots": {}, "sampling": {"tools": {}}})
+        );
+        let a = PoolKey::new("p", &capability_profile(&json!({"sampling": {}, "roots": {}})));
+        let b = PoolKey::new("p", &capability_profile(&json!({"roots": {}, "sampling": {}})));
+        assert_eq!(a, b);
+        assert_ne!(a, PoolKey::new("q", &capability_profile(&json!({"roots": {}, "sampling": {}}))));
+    }
+}

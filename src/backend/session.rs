@@ -1,0 +1,511 @@
+//! One initialized 2025-11-25 session with a backend.
+//!
+//! The session owns its transport, its request-id counter (ids are never reused) and the routing
+//! of everything the backend sends: answers go to the request they answer; server requests and
+//! notifications go to the call that is active on the session. The pool lends a session to one
+//! caller at a time, so "active" is unambiguous: on stdio there is no other way to know which call
+//! a server request belongs to. `ping` is answered here; server requests that arrive with no call
+//! active are answered with [`answer_locally`].
+//!
+//! Task: one reader task per session, aborted when the session is dropped or closed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::task::JoinHandle;
+
+use super::{
+    BackendError, BackendSpec, Transport, TransportEvent, ACCEPTED_BACKEND_VERSIONS,
+    BACKEND_PROTOCOL_VERSION,
+};
+use crate::jsonrpc::{self, codes, JsonRpcError, Message};
+
+/// How long a cancelled request may still be answered before the session is clean again.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+const EVENT_BUFFER: usize = 256;
+
+static SESSION_NUMBERS: AtomicU64 = AtomicU64::new(1);
+
+/// What the backend sends that concerns one call.
+#[derive(Debug)]
+pub enum CallEvent {
+    /// `notifications/progress` params, as sent.
+    Progress(Value),
+    /// `notifications/message` params, as sent.
+    Log(Value),
+    /// A request from the server made while this call was active.
+    ServerRequest {
+        id: Value,
+        method: String,
+        params: Option<Value>,
+    },
+    /// The server withdrew one of its own requests (`notifications/cancelled`).
+    ServerRequestCancelled { id: Value },
+    /// `notifications/elicitation/complete` params.
+    ElicitationComplete(Value),
+    /// The answer to the call.
+    Final(Result<Value, JsonRpcError>),
+    /// The call cannot be answered: the transport failed or the session is gone.
+    Failed(BackendError),
+}
+
+/// The answer the gateway gives itself to a server request no client can see.
+pub fn answer_locally(method: &str) -> Result<Value, JsonRpcError> {
+    match method {
+        "ping" => Ok(json!({})),
+        "roots/list" => Ok(json!({ "roots": [] })),
+        // Never an invented accept: the user did not see the question.
+        "elicitation/create" => Ok(json!({ "action": "cancel" })),
+        "sampling/createMessage" => Err(JsonRpcError::new(
+            -1,
+            "Sampling is not available for this request",
+        )),
+        other => Err(JsonRpcError::new(
+            codes::METHOD_NOT_FOUND,
+            format!("Method not found: {other}"),
+        )),
+    }
+}
+
+#[derive(Default)]
+struct Routing {
+    pending: HashMap<u64, mpsc::Sender<CallEvent>>,
+    active: Option<(u64, mpsc::Sender<CallEvent>)>,
+    /// Requests cancelled by the gateway whose late answers may still arrive.
+    cancelled: HashMap<u64, Instant>,
+    dead: Option<String>,
+}
+
+pub struct SessionCore {
+    number: u64,
+    backend: String,
+    transport: Transport,
+    next_id: AtomicU64,
+    routing: Mutex<Routing>,
+    init: OnceLock<Arc<Value>>,
+    log_level: Mutex<Option<String>>,
+}
+
+impl SessionCore {
+    fn routing(&self) -> std::sync::MutexGuard<'_, Routing> {
+        // A poisoned lock only means another thread panicked mid-update; the map is still usable.
+        self.routing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn register(&self, sink: mpsc::Sender<CallEvent>, active: bool) -> Result<u64, BackendError> {
+        let mut routing = self.routing();
+        if let Some(reason) = &routing.dead {
+            return Err(BackendError::Closed(reason.clone()));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if active {
+            routing.active = Some((id, sink.clone()));
+        }
+        routing.pending.insert(id, sink);
+        Ok(id)
+    }
+
+    fn send_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        sink: mpsc::Sender<CallEvent>,
+        active: bool,
+    ) -> Result<u64, BackendError> {
+        let id = self.register(sink, active)?;
+        if let Err(e) = self
+            .transport
+            .send(jsonrpc::request(json!(id), method, params))
+        {
+            self.forget(id);
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    fn forget(&self, id: u64) {
+        let mut routing = self.routing();
+        routing.pending.remove(&id);
+        if routing.active.as_ref().is_some_and(|(a, _)| *a == id) {
+            routing.active = None;
+        }
+    }
+
+    /// Withdraws a request the gateway no longer wants answered (2025-11-25: a closed stream is
+    /// not a cancellation, so it is said explicitly).
+    fn cancel(&self, id: u64, reason: &str) {
+        {
+            let mut routing = self.routing();
+            if routing.pending.remove(&id).is_none() {
+                return;
+            }
+            if routing.active.as_ref().is_some_and(|(a, _)| *a == id) {
+                routing.active = None;
+            }
+            routing.cancelled.insert(id, Instant::now());
+        }
+        let _ = self.transport.send(jsonrpc::notification(
+            "notifications/cancelled",
+            Some(json!({ "requestId": id, "reason": reason })),
+        ));
+    }
+
+    fn respond(&self, id: Value, outcome: Result<Value, JsonRpcError>) -> Result<(), BackendError> {
+        let message = match outcome {
+            Ok(result) => jsonrpc::result_response(id, result),
+            Err(error) => jsonrpc::error_response(Some(id), &error),
+        };
+        self.transport.send(message)
+    }
+
+    fn mark_dead(&self, reason: String) {
+        let sinks: Vec<_> = {
+            let mut routing = self.routing();
+            if routing.dead.is_none() {
+                routing.dead = Some(reason.clone());
+            }
+            routing.active = None;
+            routing.pending.drain().map(|(_, s)| s).collect()
+        };
+        tracing::debug!(backend = %self.backend, session = self.number, %reason, "backend session closed");
+        for sink in sinks {
+            let _ = sink.try_send(CallEvent::Failed(BackendError::Closed(reason.clone())));
+        }
+    }
+
+    async fn dispatch(&self, value: Value) {
+        let message = match Message::classify(value) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(backend = %self.backend, error = %e, "backend sent an invalid JSON-RPC message; ignored");
+                return;
+            }
+        };
+        match message {
+            Message::Response { id, outcome } => {
+                let Some(num) = id.as_u64() else {
+                    tracing::debug!(backend = %self.backend, %id, "answer to an unknown request id; ignored");
+                    return;
+                };
+                let sink = {
+                    let mut routing = self.routing();
+                    routing.cancelled.remove(&num);
+                    let sink = routing.pending.remove(&num);
+                    if routing.active.as_ref().is_some_and(|(a, _)| *a == num) {
+                        routing.active = None;
+                    }
+                    sink
+                };
+                if let Some(sink) = sink {
+                    let _ = sink.send(CallEvent::Final(outcome)).await;
+                }
+            }
+            Message::Request { id, method, params } => {
+                if method == "ping" {
+                    let _ = self.respond(id, Ok(json!({})));
+                    return;
+                }
+                let active = self.routing().active.as_ref().map(|(_, s)| s.clone());
+                match active {
+                    Some(sink) => {
+                        let event = CallEvent::ServerRequest {
+                            id: id.clone(),
+                            method: method.clone(),
+                            params,
+                        };
+                        if sink.send(event).await.is_err() {
+                            let _ = self.respond(id, answer_locally(&method));
+                        }
+                    }
+                    None => {
+                        tracing::debug!(backend = %self.backend, session = self.number, %method, "server request outside any call; answered by the gateway");
+                        let _ = self.respond(id, answer_locally(&method));
+                    }
+                }
+            }
+            Message::Notification { method, params } => {
+                let params = params.unwrap_or_else(|| json!({}));
+                let event = match method.as_str() {
+                    "notifications/progress" => CallEvent::Progress(params),
+                    "notifications/message" => CallEvent::Log(params),
+                    "notifications/cancelled" => match params.get("requestId") {
+                        Some(id) => CallEvent::ServerRequestCancelled { id: id.clone() },
+                        None => return,
+                    },
+                    "notifications/elicitation/complete" => CallEvent::ElicitationComplete(params),
+                    other => {
+                        tracing::debug!(backend = %self.backend, method = other, "backend notification not relayed");
+                        return;
+                    }
+                };
+                let active = self.routing().active.as_ref().map(|(_, s)| s.clone());
+                if let Some(sink) = active {
+                    let _ = sink.send(event).await;
+                }
+            }
+        }
+    }
+
+    fn failed_request(&self, id: &Value, reason: String) {
+        let Some(num) = id.as_u64() else { return };
+        let sink = self.routing().pending.remove(&num);
+        if let Some(sink) = sink {
+            let _ = sink.try_send(CallEvent::Failed(BackendError::Connect(reason)));
+        }
+    }
+}
+
+async fn read_loop(core: Arc<SessionCore>, mut inbound: mpsc::Receiver<TransportEvent>) {
+    let reason = loop {
+        match inbound.recv().await {
+            Some(TransportEvent::Message(value)) => core.dispatch(value).await,
+            Some(TransportEvent::RequestFailed { id, reason }) => core.failed_request(&id, reason),
+            Some(TransportEvent::Closed(reason)) => break reason,
+            None => break "transport stopped".to_string(),
+        }
+    };
+    core.mark_dead(reason);
+}
+
+/// An initialized session, lent out by the pool.
+pub struct Session {
+    core: Arc<SessionCore>,
+    reader: JoinHandle<()>,
+    _slot: Option<OwnedSemaphorePermit>,
+    pub created: Instant,
+    pub last_used: Instant,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Session {
+    /// Starts the transport and performs `initialize` + `notifications/initialized`, declaring
+    /// `capabilities` (the client capabilities of the callers this session will serve).
+    pub async fn connect(
+        spec: &BackendSpec,
+        capabilities: Value,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Result<Self, BackendError> {
+        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        let transport = Transport::connect(spec, tx).await?;
+        let core = Arc::new(SessionCore {
+            number: SESSION_NUMBERS.fetch_add(1, Ordering::Relaxed),
+            backend: spec.name.clone(),
+            transport,
+            next_id: AtomicU64::new(1),
+            routing: Mutex::new(Routing::default()),
+            init: OnceLock::new(),
+            log_level: Mutex::new(None),
+        });
+        let reader = tokio::spawn(read_loop(core.clone(), rx));
+        let now = Instant::now();
+        let session = Self {
+            core,
+            reader,
+            _slot: slot,
+            created: now,
+            last_used: now,
+        };
+        let params = json!({
+            "protocolVersion": BACKEND_PROTOCOL_VERSION,
+            "capabilities": capabilities,
+            "clientInfo": {
+                "name": "mrtr-gateway",
+                "version": env!("CARGO_PKG_VERSION"),
+            },
+        });
+        let result = match session
+            .request("initialize", Some(params), spec.config.init_timeout)
+            .await?
+        {
+            Ok(result) => result,
+            Err(e) => return Err(BackendError::Initialize(e.message)),
+        };
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if !ACCEPTED_BACKEND_VERSIONS.contains(&version.as_str()) {
+            return Err(BackendError::Initialize(format!(
+                "backend negotiated unsupported protocol version {version:?}"
+            )));
+        }
+        let _ = session.core.init.set(Arc::new(result));
+        session
+            .core
+            .transport
+            .send(jsonrpc::notification("notifications/initialized", None))?;
+        session.core.transport.initialized(&version);
+        tracing::debug!(backend = %spec.name, session = session.core.number, %version, "backend session initialized");
+        Ok(session)
+    }
+
+    pub fn number(&self) -> u64 {
+        self.core.number
+    }
+
+    /// The backend's `InitializeResult`.
+    pub fn init_result(&self) -> Arc<Value> {
+        self.core
+            .init
+            .get()
+            .cloned()
+            .unwrap_or_else(|| Arc::new(json!({})))
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.core.routing().dead.is_none()
+    }
+
+    /// Alive, nothing outstanding, and no cancelled request still within its grace period: safe
+    /// to lend to the next caller without mixing up whose messages are whose.
+    pub fn is_clean(&self) -> bool {
+        let mut routing = self.core.routing();
+        routing
+            .cancelled
+            .retain(|_, at| at.elapsed() < CANCEL_GRACE);
+        routing.dead.is_none() && routing.pending.is_empty() && routing.cancelled.is_empty()
+    }
+
+    /// A request whose answer the caller awaits; other events are not expected.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> Result<Result<Value, JsonRpcError>, BackendError> {
+        let (tx, mut rx) = mpsc::channel(EVENT_BUFFER);
+        let id = self.core.send_request(method, params, tx, false)?;
+        let wait = async {
+            loop {
+                match rx.recv().await {
+                    Some(CallEvent::Final(outcome)) => return Ok(outcome),
+                    Some(CallEvent::Failed(e)) => return Err(e),
+                    Some(_) => continue,
+                    None => return Err(BackendError::Closed("session closed".into())),
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, wait).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                self.core.cancel(id, "timed out");
+                Err(BackendError::Timeout(timeout))
+            }
+        }
+    }
+
+    /// Sets the backend's log level when it differs from what the session last set.
+    pub async fn ensure_log_level(
+        &self,
+        level: &str,
+        timeout: Duration,
+    ) -> Result<(), BackendError> {
+        let current = self
+            .core
+            .log_level
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if current.as_deref() == Some(level) {
+            return Ok(());
+        }
+        match self
+            .request("logging/setLevel", Some(json!({ "level": level })), timeout)
+            .await?
+        {
+            Ok(_) => {
+                *self
+                    .core
+                    .log_level
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(level.to_string());
+                Ok(())
+            }
+            Err(e) => {
+                tracing::debug!(backend = %self.core.backend, error = %e.message, "logging/setLevel refused");
+                Ok(())
+            }
+        }
+    }
+
+    /// Starts the call that owns the session's server requests and notifications until it ends.
+    pub fn start_call(&self, method: &str, params: Option<Value>) -> Result<ActiveCall, BackendError> {
+        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        let id = self.core.send_request(method, params, tx, true)?;
+        Ok(ActiveCall {
+            core: self.core.clone(),
+            id,
+            events: rx,
+            open: true,
+        })
+    }
+
+    /// Ends the session politely (stdin EOF / DELETE).
+    pub async fn close(self) {
+        self.reader.abort();
+        self.core.transport.shutdown().await;
+    }
+}
+
+/// A request in flight on a session, and the stream of what the backend sends for it. Dropping
+/// it before its answer arrived cancels it on the backend.
+pub struct ActiveCall {
+    core: Arc<SessionCore>,
+    id: u64,
+    events: mpsc::Receiver<CallEvent>,
+    open: bool,
+}
+
+impl ActiveCall {
+    pub fn backend_id(&self) -> u64 {
+        self.id
+    }
+
+    pub async fn next_event(&mut self) -> CallEvent {
+        let event = self
+            .events
+            .recv()
+            .await
+            .unwrap_or_else(|| CallEvent::Failed(BackendError::Closed("session closed".into())));
+        if matches!(event, CallEvent::Final(_) | CallEvent::Failed(_)) {
+            self.open = false;
+        }
+        event
+    }
+
+    /// Answers a server request of this call.
+    pub fn respond(
+        &self,
+        server_request_id: Value,
+        outcome: Result<Value, JsonRpcError>,
+    ) -> Result<(), BackendError> {
+        self.core.respond(server_request_id, outcome)
+    }
+
+    pub fn cancel(mut self, reason: &str) {
+        if self.open {
+            self.core.cancel(self.id, reason);
+            self.open = false;
+        }
+    }
+}
+
+impl Drop for ActiveCall {
+    fn drop(&mut self) {
+        if self.open {
+            self.core.cancel(self.id, "request cancelled by the client");
+        } else {
+            self.core.forget(self.id);
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! stdio transport: one child process per session, newline-delimited JSON-RPC on stdin/stdout,
+//! stderr forwarded into tracing.
+//!
+//! The transport's tasks (writer, stdout reader, stderr reader) live in a `JoinSet` owned by the
+//! transport, so they end with it; the child is killed on drop if it did not exit earlier.
+
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::codec::{FramedRead, LinesCodec};
+
+use super::{BackendError, BackendSpec, TransportEvent};
+
+/// Longest line accepted from a backend's stdout.
+const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+/// How long a child gets after stdin EOF, and again after SIGTERM.
+const EXIT_GRACE: Duration = Duration::from_millis(1500);
+
+pub struct StdioTransport {
+    outbox: Mutex<Option<mpsc::UnboundedSender<Value>>>,
+    child: Mutex<Option<Child>>,
+    tasks: Mutex<JoinSet<()>>,
+    pid: Option<u32>,
+}
+
+impl StdioTransport {
+    pub fn spawn(
+        spec: &BackendSpec,
+        inbound: mpsc::Sender<TransportEvent>,
+    ) -> Result<Self, BackendError> {
+        let config = &spec.config;
+        let program = config
+            .command
+            .as_deref()
+            .ok_or_else(|| BackendError::Spawn("no command configured".into()))?;
+        let mut command = Command::new(program);
+        command
+            .args(&config.args)
+            .envs(&config.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(cwd) = &config.cwd {
+            command.current_dir(cwd);
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| BackendError::Spawn(format!("{program}: {e}")))?;
+        let pid = child.id();
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(BackendError::Spawn("child pipes unavailable".into()));
+        };
+
+        let mut tasks = JoinSet::new();
+        let (outbox, mut outgoing) = mpsc::unbounded_channel::<Value>();
+        tasks.spawn(async move {
+            while let Some(message) = outgoing.recv().await {
+                let mut line = message.to_string();
+                line.push('\n');
+                if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err()
+                {
+                    break;
+                }
+            }
+            // Dropping stdin here is the EOF that asks the child to exit.
+        });
+
+        let backend = spec.name.clone();
+        tasks.spawn(async move {
+            let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
+            let reason = loop {
+                match lines.next().await {
+                    Some(Ok(line)) => {
+                        if line.trim().is_empty() {
+                            continue;
+                        }
+                        match serde_json::from_str::<Value>(&line) {
+                            Ok(value) => {
+                                if inbound.send(TransportEvent::Message(value)).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(backend = %backend, error = %e, "backend wrote a non-JSON line to stdout; ignored");
+                            }
+                        }
+                    }
+                    Some(Err(e)) => break format!("reading backend stdout failed: {e}"),
+                    None => break "backend process exited".to_string(),
+                }
+            };
+            let _ = inbound.send(TransportEvent::Closed(reason)).await;
+        });
+
+        let backend = spec.name.clone();
+        tasks.spawn(async move {
+            let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(64 * 1024));
+            while let Some(line) = lines.next().await {
+                match line {
+                    Ok(line) => tracing::info!(target: "mrtr_gateway::backend::stderr", backend = %backend, pid, "{line}"),
+                    Err(_) => break,
+                }
+            }
+        });
+
+        tracing::debug!(backend = %spec.name, pid, "backend process started");
+        Ok(Self {
+            outbox: Mutex::new(Some(outbox)),
+            child: Mutex::new(Some(child)),
+            tasks: Mutex::new(tasks),
+            pid,
+        })
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    pub fn send(&self, message: Value) -> Result<(), BackendError> {
+        let guard = self
+            .outbox
+            .lock()
+            .map_err(|_| BackendError::Closed("transport lock poisoned".into()))?;
+        match guard.as_ref() {
+            Some(tx) => tx
+                .send(message)
+                .map_err(|_| BackendError::Closed("backend stdin closed".into())),
+            None => Err(BackendError::Closed("transport shut down".into())),
+        }
+    }
+
+    /// stdin EOF, wait; SIGTERM, wait; then SIGKILL (the 2025-11-25 shutdown sequence).
+    pub async fn shutdown(&self) {
+        if let Ok(mut outbox) = self.outbox.lock() {
+            outbox.take();
+        }
+        let child = self.child.lock().ok().and_then(|mut c| c.take());
+        if let Some(mut child) = child {
+            if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
+                if let Some(pid) = child.id() {
+                    // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
+                    unsafe {
+                        libc::kill(pid as libc::pid_t, libc::SIGTERM);
+                    }
+                }
+                if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
+                    let _ = child.kill().await;
+                }
+            }
+        }
+        if let Ok(mut tasks) = self.tasks.lock() {
+            tasks.abort_all();
+        }
+    }
+}

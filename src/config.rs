@@ -1,0 +1,437 @@
+//! Configuration: the TOML file format, its defaults, validation with errors that name the key,
+//! and the embedded default (the built-in demo backend behind `127.0.0.1:8080/mcp`).
+//!
+//! Secrets never need to live in the file: any string value of `headers` or `env` may contain
+//! `${NAME}`, replaced by the environment variable `NAME` when the configuration is loaded.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Parse(#[from] toml::de::Error),
+    #[error("{key}: {problem}")]
+    Invalid { key: String, problem: String },
+}
+
+fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        problem: problem.into(),
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteConfig>,
+    #[serde(default, rename = "backend")]
+    pub backends: BTreeMap<String, BackendConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address of the MCP listener.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Largest accepted request body.
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: usize,
+    /// Accepted `Host` header names (without port). `["*"]` accepts any. Default: the loopback
+    /// names when listening on loopback, any host otherwise.
+    #[serde(default)]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Accepted `Origin` values (scheme://host[:port]); a request without `Origin` is not
+    /// checked. Default: http(s) origins on the loopback names, any port.
+    #[serde(default)]
+    pub allowed_origins: Option<Vec<String>>,
+    /// Interval of SSE keep-alive comments on long responses.
+    #[serde(default = "default_keep_alive", with = "humantime_serde")]
+    pub sse_keep_alive: Duration,
+    /// Grace period for in-flight calls at shutdown.
+    #[serde(default = "default_drain", with = "humantime_serde")]
+    pub drain_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: default_listen(),
+            max_body_bytes: default_max_body_bytes(),
+            allowed_hosts: None,
+            allowed_origins: None,
+            sse_keep_alive: default_keep_alive(),
+            drain_timeout: default_drain(),
+        }
+    }
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+fn default_max_body_bytes() -> usize {
+    4 * 1024 * 1024
+}
+fn default_keep_alive() -> Duration {
+    Duration::from_secs(15)
+}
+fn default_drain() -> Duration {
+    Duration::from_secs(20)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    Public,
+    Private,
+}
+
+impl CacheScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Public => "public",
+            Self::Private => "private",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// URL path of the MCP endpoint, e.g. `/mcp`.
+    pub path: String,
+    /// Name of a `[backend.NAME]` table.
+    pub backend: String,
+    /// `ttlMs` stamped on cacheable results.
+    #[serde(default)]
+    pub ttl_ms: u64,
+    /// `cacheScope` stamped on cacheable results.
+    #[serde(default = "default_scope")]
+    pub cache_scope: CacheScope,
+}
+
+fn default_scope() -> CacheScope {
+    CacheScope::Private
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    Stdio,
+    Http,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendConfig {
+    pub transport: TransportKind,
+    /// stdio: program to spawn.
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// http: the server's MCP endpoint.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// http: extra request headers (e.g. the gateway's own credentials for this backend).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub pool: PoolConfig,
+    /// Longest a forwarded request may run.
+    #[serde(default = "default_request_timeout", with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Longest a new session may take to start and initialize.
+    #[serde(default = "default_init_timeout", with = "humantime_serde")]
+    pub init_timeout: Duration,
+}
+
+fn default_request_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+fn default_init_timeout() -> Duration {
+    Duration::from_secs(15)
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    /// Idle sessions kept ready per (principal, capability profile) once that pair was used.
+    #[serde(default)]
+    pub min_idle: usize,
+    /// Sessions open at once for this backend.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// An idle session beyond `min_idle` is closed after this long.
+    #[serde(default = "default_idle_timeout", with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Longest a request waits for a free session before HTTP 503.
+    #[serde(default = "default_queue_wait", with = "humantime_serde")]
+    pub queue_wait: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        Self {
+            min_idle: 0,
+            max_sessions: default_max_sessions(),
+            idle_timeout: default_idle_timeout(),
+            queue_wait: default_queue_wait(),
+        }
+    }
+}
+
+fn default_max_sessions() -> usize {
+    32
+}
+fn default_idle_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+fn default_queue_wait() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// Replaces every `${NAME}` with the environment variable `NAME`.
+fn expand_env(key: &str, value: &str) -> Result<String, ConfigError> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| invalid(key, "unterminated ${...}"))?;
+        let name = &after[..end];
+        let val = std::env::var(name)
+            .map_err(|_| invalid(key, format!("environment variable {name} is not set")))?;
+        out.push_str(&val);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+impl Config {
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let mut config: Config = toml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml_str(&text)
+    }
+
+    /// The configuration used when none is given: the built-in demo backend (this same
+    /// executable, `demo-backend` subcommand) behind `/mcp`.
+    pub fn embedded_default(self_exe: &Path) -> Self {
+        let mut backends = BTreeMap::new();
+        backends.insert(
+            "demo".to_string(),
+            BackendConfig {
+                transport: TransportKind::Stdio,
+                command: Some(self_exe.to_string_lossy().into_owned()),
+                args: vec!["demo-backend".into()],
+                env: BTreeMap::new(),
+                cwd: None,
+                url: None,
+                headers: BTreeMap::new(),
+                pool: PoolConfig::default(),
+                request_timeout: default_request_timeout(),
+                init_timeout: default_init_timeout(),
+            },
+        );
+        Self {
+            server: ServerConfig::default(),
+            routes: vec![RouteConfig {
+                path: "/mcp".into(),
+                backend: "demo".into(),
+                ttl_ms: 0,
+                cache_scope: CacheScope::Private,
+            }],
+            backends,
+        }
+    }
+
+    /// Checks cross-field rules and expands `${NAME}` references.
+    pub fn validate(&mut self) -> Result<(), ConfigError> {
+        if self.server.max_body_bytes < 1024 {
+            return Err(invalid("server.max_body_bytes", "must be at least 1024"));
+        }
+        if self.server.sse_keep_alive.is_zero() {
+            return Err(invalid("server.sse_keep_alive", "must be greater than 0"));
+        }
+        if self.routes.is_empty() {
+            return Err(invalid("route", "at least one [[route]] is required"));
+        }
+        let mut paths = std::collections::HashSet::new();
+        for (i, route) in self.routes.iter().enumerate() {
+            let key = format!("route[{i}]");
+            if !route.path.starts_with('/') || route.path.contains(['?', '#', ' ']) {
+                return Err(invalid(
+                    format!("{key}.path"),
+                    "must be an absolute URL path like \"/mcp\"",
+                ));
+            }
+            if !paths.insert(route.path.as_str()) {
+                return Err(invalid(
+                    format!("{key}.path"),
+                    format!("\"{}\" is used by another route", route.path),
+                ));
+            }
+            if !self.backends.contains_key(&route.backend) {
+                return Err(invalid(
+                    format!("{key}.backend"),
+                    format!("no [backend.{}] is defined", route.backend),
+                ));
+            }
+        }
+        for (name, backend) in self.backends.iter_mut() {
+            let key = format!("backend.{name}");
+            match backend.transport {
+                TransportKind::Stdio => {
+                    if backend.command.as_deref().is_none_or(str::is_empty) {
+                        return Err(invalid(
+                            format!("{key}.command"),
+                            "required when transport = \"stdio\"",
+                        ));
+                    }
+                    if backend.url.is_some() || !backend.headers.is_empty() {
+                        return Err(invalid(
+                            format!("{key}.url"),
+                            "url and headers apply to transport = \"http\" only",
+                        ));
+                    }
+                }
+                TransportKind::Http => {
+                    let url = backend.url.as_deref().ok_or_else(|| {
+                        invalid(format!("{key}.url"), "required when transport = \"http\"")
+                    })?;
+                    let uri: http::Uri = url
+                        .parse()
+                        .map_err(|e| invalid(format!("{key}.url"), format!("not a URL: {e}")))?;
+                    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none()
+                    {
+                        return Err(invalid(
+                            format!("{key}.url"),
+                            "must be an absolute http:// or https:// URL",
+                        ));
+                    }
+                    if backend.command.is_some() || !backend.args.is_empty() {
+                        return Err(invalid(
+                            format!("{key}.command"),
+                            "command and args apply to transport = \"stdio\" only",
+                        ));
+                    }
+                }
+            }
+            for (h, v) in backend.headers.iter_mut() {
+                let hkey = format!("{key}.headers.{h}");
+                http::HeaderName::from_bytes(h.as_bytes())
+                    .map_err(|_| invalid(&hkey, "not a valid header name"))?;
+                *v = expand_env(&hkey, v)?;
+                http::HeaderValue::from_str(v)
+                    .map_err(|_| invalid(&hkey, "not a valid header value"))?;
+            }
+            for (k, v) in backend.env.iter_mut() {
+                *v = expand_env(&format!("{key}.env.{k}"), v)?;
+            }
+            if backend.pool.max_sessions == 0 {
+                return Err(invalid(format!("{key}.pool.max_sessions"), "must be at least 1"));
+            }
+            if backend.pool.min_idle > backend.pool.max_sessions {
+                return Err(invalid(
+                    format!("{key}.pool.min_idle"),
+                    "must not exceed pool.max_sessions",
+                ));
+            }
+            if backend.request_timeout.is_zero() || backend.init_timeout.is_zero() {
+                return Err(invalid(
+                    format!("{key}.request_timeout"),
+                    "timeouts must be greater than 0",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STDIO: &str = r#"
+        [[route]]
+        path = "/mcp"
+        backend = "b"
+        [backend.b]
+        transport = "stdio"
+        command = "server"
+    "#;
+
+    #[test]
+    fn minimal_stdio_config_gets_defaults() {
+        let config = Config::from_toml_str(STDIO).unwrap();
+        assert_eq!(config.server.listen, default_listen());
+        assert_eq!(config.backends["b"].pool.max_sessions, 32);
+        assert_eq!(config.routes[0].cache_scope, CacheScope::Private);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let err = Config::from_toml_str(&STDIO.replace("command = \"server\"", "")).unwrap_err();
+        assert_eq!(err.to_string(), "backend.b.command: required when transport = \"stdio\"");
+        let err = Config::from_toml_str(&STDIO.replace("backend = \"b\"", "backend = \"x\""))
+            .unwrap_err();
+        assert_eq!(err.to_string(), "route[0].backend: no [backend.x] is defined");
+        let err = Config::from_toml_str(&format!("{STDIO}\nbogus = 1")).unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn header_secrets_come_from_the_environment() {
+        let text = r#"
+            [[route]]
+            path = "/mcp"
+            backend = "h"
+            [backend.h]
+            transport = "http"
+            url = "http://127.0.0.1:9/mcp"
+            headers = { Authorization = "Bearer ${MRTR_TEST_UNSET_SECRET}" }
+        "#;
+        let err = Config::from_toml_str(text).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "backend.h.headers.Authorization: environment variable MRTR_TEST_UNSET_SECRET is not set"
+        );
+        let path_var = std::env::var("PATH").unwrap();
+        let config =
+            Config::from_toml_str(&text.replace("MRTR_TEST_UNSET_SECRET", "PATH")).unwrap();
+        assert_eq!(
+            config.backends["h"].headers["Authorization"],
+            format!("Bearer {path_var}")
+        );
+    }
+}

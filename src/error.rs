@@ -1,0 +1,304 @@
+//! Gateway errors and their single mapping onto JSON-RPC error objects and HTTP statuses.
+//!
+//! Every failure the front door reports goes through [`GatewayError::to_jsonrpc`] and
+//! [`GatewayError::http_status`], so a code and its status are decided in one place. Errors that
+//! a backend returned are rewritten here too ([`GatewayError::from_backend`]), because a
+//! 2025-11-25 server may use codes that a 2026-07-28 server must never emit.
+
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use crate::jsonrpc::{codes, JsonRpcError};
+
+/// Which `requestState` check failed; surfaced as `data.reason`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateRejection {
+    Malformed,
+    Tampered,
+    Expired,
+    PrincipalMismatch,
+    RequestMismatch,
+    ConsumedOrUnknown,
+    RoundLimit,
+}
+
+impl StateRejection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Malformed => "malformed",
+            Self::Tampered => "tampered",
+            Self::Expired => "expired",
+            Self::PrincipalMismatch => "principal_mismatch",
+            Self::RequestMismatch => "request_mismatch",
+            Self::ConsumedOrUnknown => "consumed_or_unknown",
+            Self::RoundLimit => "round_limit",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("Parse error: {0}")]
+    Parse(String),
+    #[error("Invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("Method not found: {method}")]
+    MethodNotFound { method: String, data: Option<Value> },
+    #[error("Invalid params: {message}")]
+    InvalidParams { message: String, data: Option<Value> },
+    #[error("Header mismatch: {0}")]
+    HeaderMismatch(String),
+    #[error("Missing required client capability")]
+    MissingCapability { required: Value },
+    #[error("Unsupported protocol version")]
+    UnsupportedVersion {
+        requested: String,
+        supported: &'static [&'static str],
+    },
+    #[error("Invalid requestState: {}", reason.as_str())]
+    BadState { reason: StateRejection },
+    #[error("Request body exceeds {limit} bytes")]
+    BodyTooLarge { limit: usize },
+    #[error("Forbidden: {0}")]
+    Forbidden(String),
+    #[error("Not acceptable: {0}")]
+    NotAcceptable(String),
+    #[error("Unsupported media type: {0}")]
+    UnsupportedMediaType(String),
+    #[error("Method not allowed")]
+    MethodNotAllowed,
+    #[error("Gateway busy: {0}")]
+    Busy(String),
+    #[error("Backend unavailable: {0}")]
+    BackendUnavailable(String),
+    #[error("Backend timed out: {0}")]
+    BackendTimeout(String),
+    /// An error object a backend returned, already rewritten for 2026-07-28 clients.
+    #[error("{}", .0.message)]
+    Backend(JsonRpcError),
+    #[error("Internal error: {0}")]
+    Internal(String),
+}
+
+impl GatewayError {
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::InvalidParams {
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn method_not_found(method: impl Into<String>) -> Self {
+        Self::MethodNotFound {
+            method: method.into(),
+            data: None,
+        }
+    }
+
+    /// Rewrites an error object from a 2025-11-25 backend into one a 2026-07-28 server may send.
+    pub fn from_backend(error: JsonRpcError, method: &str, params: &Value) -> Self {
+        let JsonRpcError {
+            code,
+            message,
+            data,
+        } = error;
+        let rewritten = match code {
+            // Retired "resource not found": 2026 says -32602 with the uri.
+            codes::LEGACY_RESOURCE_NOT_FOUND => {
+                let mut data = match data {
+                    Some(Value::Object(map)) => map,
+                    _ => serde_json::Map::new(),
+                };
+                if !data.contains_key("uri") {
+                    if let Some(uri) = params.get("uri") {
+                        data.insert("uri".into(), uri.clone());
+                    }
+                }
+                JsonRpcError::new(codes::INVALID_PARAMS, message).with_data(Value::Object(data))
+            }
+            // Kept only when it carries the shape 2026 defines for it.
+            codes::MISSING_CLIENT_CAPABILITY
+                if data
+                    .as_ref()
+                    .and_then(|d| d.get("requiredCapabilities"))
+                    .is_some_and(Value::is_object) =>
+            {
+                JsonRpcError {
+                    code,
+                    message,
+                    data,
+                }
+            }
+            // Any other code of the range reserved for the MCP spec is undefined or means
+            // something else in 2026: report it as internal, keeping the original.
+            c if (codes::RESERVED_MCP_LOW..=codes::RESERVED_MCP_HIGH).contains(&c) => {
+                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend error: {message}"))
+                    .with_data(json!({
+                        "backendCode": code,
+                        "backendMessage": message,
+                        "backendData": data,
+                    }))
+            }
+            _ => JsonRpcError {
+                code,
+                message,
+                data,
+            },
+        };
+        if rewritten.code == codes::METHOD_NOT_FOUND {
+            return Self::MethodNotFound {
+                method: method.to_string(),
+                data: rewritten.data,
+            };
+        }
+        Self::Backend(rewritten)
+    }
+
+    /// The HTTP status that accompanies this error on the front's Streamable HTTP transport.
+    pub fn http_status(&self) -> StatusCode {
+        match self {
+            Self::Parse(_)
+            | Self::InvalidRequest(_)
+            | Self::InvalidParams { .. }
+            | Self::HeaderMismatch(_)
+            | Self::MissingCapability { .. }
+            | Self::UnsupportedVersion { .. }
+            | Self::BadState { .. } => StatusCode::BAD_REQUEST,
+            Self::MethodNotFound { .. } => StatusCode::NOT_FOUND,
+            Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::BackendUnavailable(_) => StatusCode::BAD_GATEWAY,
+            Self::BackendTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::Backend(e) if e.code == codes::MISSING_CLIENT_CAPABILITY => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::Backend(_) => StatusCode::OK,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The JSON-RPC error object for this error.
+    pub fn to_jsonrpc(&self) -> JsonRpcError {
+        match self {
+            Self::Parse(m) => JsonRpcError::new(codes::PARSE_ERROR, format!("Parse error: {m}")),
+            Self::InvalidRequest(m) | Self::NotAcceptable(m) | Self::UnsupportedMediaType(m) => {
+                JsonRpcError::new(codes::INVALID_REQUEST, format!("Invalid request: {m}"))
+            }
+            Self::Forbidden(m) => {
+                JsonRpcError::new(codes::INVALID_REQUEST, format!("Forbidden: {m}"))
+            }
+            Self::BodyTooLarge { .. } | Self::MethodNotAllowed => {
+                JsonRpcError::new(codes::INVALID_REQUEST, self.to_string())
+            }
+            Self::MethodNotFound { method, data } => {
+                let e = JsonRpcError::new(
+                    codes::METHOD_NOT_FOUND,
+                    format!("Method not found: {method}"),
+                );
+                match data {
+                    Some(d) => e.with_data(d.clone()),
+                    None => e,
+                }
+            }
+            Self::InvalidParams { message, data } => {
+                let e = JsonRpcError::new(codes::INVALID_PARAMS, format!("Invalid params: {message}"));
+                match data {
+                    Some(d) => e.with_data(d.clone()),
+                    None => e,
+                }
+            }
+            Self::HeaderMismatch(m) => {
+                JsonRpcError::new(codes::HEADER_MISMATCH, format!("Header mismatch: {m}"))
+            }
+            Self::MissingCapability { required } => JsonRpcError::new(
+                codes::MISSING_CLIENT_CAPABILITY,
+                "Missing required client capability",
+            )
+            .with_data(json!({ "requiredCapabilities": required })),
+            Self::UnsupportedVersion {
+                requested,
+                supported,
+            } => JsonRpcError::new(
+                codes::UNSUPPORTED_PROTOCOL_VERSION,
+                "Unsupported protocol version",
+            )
+            .with_data(json!({ "supported": supported, "requested": requested })),
+            Self::BadState { reason } => JsonRpcError::new(
+                codes::INVALID_PARAMS,
+                format!("Invalid requestState: {}", reason.as_str()),
+            )
+            .with_data(json!({ "reason": reason.as_str() })),
+            Self::Busy(m) => JsonRpcError::new(codes::INTERNAL_ERROR, format!("Gateway busy: {m}")),
+            Self::BackendUnavailable(m) => {
+                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend unavailable: {m}"))
+            }
+            Self::BackendTimeout(m) => {
+                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend timed out: {m}"))
+            }
+            Self::Backend(e) => e.clone(),
+            Self::Internal(m) => {
+                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Internal error: {m}"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_not_found_becomes_invalid_params_with_uri() {
+        let err = GatewayError::from_backend(
+            JsonRpcError::new(codes::LEGACY_RESOURCE_NOT_FOUND, "Resource not found"),
+            "resources/read",
+            &json!({"uri": "demo://missing"}),
+        );
+        let obj = err.to_jsonrpc();
+        assert_eq!(obj.code, codes::INVALID_PARAMS);
+        assert_eq!(obj.data, Some(json!({"uri": "demo://missing"})));
+        assert_eq!(err.http_status(), StatusCode::OK);
+    }
+
+    #[test]
+    fn reserved_range_codes_are_remapped_but_capability_errors_pass() {
+        let odd = GatewayError::from_backend(
+            JsonRpcError::new(-32050, "private"),
+            "tools/call",
+            &json!({}),
+        );
+        assert_eq!(odd.to_jsonrpc().code, codes::INTERNAL_ERROR);
+        assert_eq!(odd.to_jsonrpc().data.unwrap()["backendCode"], -32050);
+
+        let bare = GatewayError::from_backend(
+            JsonRpcError::new(codes::MISSING_CLIENT_CAPABILITY, "no data"),
+            "tools/call",
+            &json!({}),
+        );
+        assert_eq!(bare.to_jsonrpc().code, codes::INTERNAL_ERROR);
+
+        let shaped = GatewayError::from_backend(
+            JsonRpcError::new(codes::MISSING_CLIENT_CAPABILITY, "needs elicitation")
+                .with_data(json!({"requiredCapabilities": {"elicitation": {}}})),
+            "tools/call",
+            &json!({}),
+        );
+        assert_eq!(shaped.to_jsonrpc().code, codes::MISSING_CLIENT_CAPABILITY);
+        assert_eq!(shaped.http_status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn backend_method_not_found_is_http_404() {
+        let err = GatewayError::from_backend(
+            JsonRpcError::new(codes::METHOD_NOT_FOUND, "nope"),
+            "prompts/list",
+            &json!({}),
+        );
+        assert_eq!(err.http_status(), StatusCode::NOT_FOUND);
+        assert_eq!(err.to_jsonrpc().code, codes::METHOD_NOT_FOUND);
+    }
+}

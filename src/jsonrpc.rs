@@ -1,0 +1,244 @@
+//! JSON-RPC 2.0 message shapes shared by both sides: classification of incoming messages, error
+//! objects, the codes both revisions use, and builders for responses and notifications.
+//!
+//! Payloads stay `serde_json::Value` so that fields the gateway does not know pass through as
+//! they came.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+/// Error codes the gateway reads or writes.
+pub mod codes {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// 2025-11-25 "resource not found"; retired in 2026-07-28.
+    pub const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
+    /// 2025-11-25 URL elicitation required; retired in 2026-07-28.
+    pub const LEGACY_URL_ELICITATION_REQUIRED: i64 = -32042;
+    pub const HEADER_MISMATCH: i64 = -32020;
+    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+    /// The range 2026-07-28 reserves for codes the spec defines.
+    pub const RESERVED_MCP_LOW: i64 = -32099;
+    pub const RESERVED_MCP_HIGH: i64 = -32020;
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JsonRpcError {
+    pub code: i64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl JsonRpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// Reads an `error` member leniently: a peer that sends a broken error object still fails
+    /// the call, with what could be read of it.
+    pub fn from_value(value: &Value) -> Self {
+        let code = value
+            .get("code")
+            .and_then(Value::as_i64)
+            .unwrap_or(codes::INTERNAL_ERROR);
+        let message = value
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("error without message")
+            .to_string();
+        Self {
+            code,
+            message,
+            data: value.get("data").cloned(),
+        }
+    }
+
+    pub fn to_value(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("code".into(), json!(self.code));
+        obj.insert("message".into(), json!(self.message));
+        if let Some(data) = &self.data {
+            obj.insert("data".into(), data.clone());
+        }
+        Value::Object(obj)
+    }
+}
+
+/// One JSON-RPC message, classified by the members it has.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    Request {
+        id: Value,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
+    Response {
+        id: Value,
+        outcome: Result<Value, JsonRpcError>,
+    },
+}
+
+/// Why a JSON value is not a JSON-RPC 2.0 message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ShapeError {
+    #[error("message must be a JSON object")]
+    NotObject,
+    #[error("\"jsonrpc\" must be \"2.0\"")]
+    Version,
+    #[error("\"method\" must be a string")]
+    Method,
+    #[error("\"id\" must be a string or an integer")]
+    Id,
+    #[error("\"params\" must be an object")]
+    Params,
+    #[error("a response must have exactly one of \"result\" and \"error\"")]
+    Response,
+}
+
+/// True for ids JSON-RPC allows as request ids here: strings and integers (never null).
+pub fn is_valid_id(id: &Value) -> bool {
+    match id {
+        Value::String(_) => true,
+        Value::Number(n) => n.is_i64() || n.is_u64(),
+        _ => false,
+    }
+}
+
+impl Message {
+    pub fn classify(value: Value) -> Result<Self, ShapeError> {
+        let Value::Object(mut obj) = value else {
+            return Err(ShapeError::NotObject);
+        };
+        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(ShapeError::Version);
+        }
+        let id = obj.remove("id");
+        if let Some(method) = obj.remove("method") {
+            let Value::String(method) = method else {
+                return Err(ShapeError::Method);
+            };
+            let params = obj.remove("params");
+            if params.as_ref().is_some_and(|p| !p.is_object()) {
+                return Err(ShapeError::Params);
+            }
+            return match id {
+                None => Ok(Self::Notification { method, params }),
+                Some(id) if is_valid_id(&id) => Ok(Self::Request { id, method, params }),
+                Some(_) => Err(ShapeError::Id),
+            };
+        }
+        let id = id.ok_or(ShapeError::Response)?;
+        match (obj.remove("result"), obj.remove("error")) {
+            (Some(result), None) => Ok(Self::Response {
+                id,
+                outcome: Ok(result),
+            }),
+            (None, Some(error)) => Ok(Self::Response {
+                id,
+                outcome: Err(JsonRpcError::from_value(&error)),
+            }),
+            _ => Err(ShapeError::Response),
+        }
+    }
+}
+
+pub fn request(id: Value, method: &str, params: Option<Value>) -> Value {
+    let mut obj = Map::new();
+    obj.insert("jsonrpc".into(), json!("2.0"));
+    obj.insert("id".into(), id);
+    obj.insert("method".into(), json!(method));
+    if let Some(p) = params {
+        obj.insert("params".into(), p);
+    }
+    Value::Object(obj)
+}
+
+pub fn notification(method: &str, params: Option<Value>) -> Value {
+    let mut obj = Map::new();
+    obj.insert("jsonrpc".into(), json!("2.0"));
+    obj.insert("method".into(), json!(method));
+    if let Some(p) = params {
+        obj.insert("params".into(), p);
+    }
+    Value::Object(obj)
+}
+
+pub fn result_response(id: Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// An error response; `id` is omitted only when the request's id could not be read.
+pub fn error_response(id: Option<Value>, error: &JsonRpcError) -> Value {
+    let mut obj = Map::new();
+    obj.insert("jsonrpc".into(), json!("2.0"));
+    if let Some(id) = id {
+        obj.insert("id".into(), id);
+    }
+    obj.insert("error".into(), error.to_value());
+    Value::Object(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_every_kind() {
+        let req = Message::classify(json!({"jsonrpc":"2.0","id":"a","method":"m","params":{}}));
+        assert!(matches!(req, Ok(Message::Request { .. })));
+        let note = Message::classify(json!({"jsonrpc":"2.0","method":"m"}));
+        assert!(matches!(note, Ok(Message::Notification { .. })));
+        let ok = Message::classify(json!({"jsonrpc":"2.0","id":1,"result":{}}));
+        assert!(matches!(ok, Ok(Message::Response { outcome: Ok(_), .. })));
+        let err = Message::classify(
+            json!({"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}),
+        );
+        match err {
+            Ok(Message::Response { outcome: Err(e), .. }) => assert_eq!(e.code, -32601),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_bad_shapes() {
+        assert_eq!(Message::classify(json!([])), Err(ShapeError::NotObject));
+        assert_eq!(
+            Message::classify(json!({"jsonrpc":"1.0","method":"m"})),
+            Err(ShapeError::Version)
+        );
+        assert_eq!(
+            Message::classify(json!({"jsonrpc":"2.0","id":null,"method":"m"})),
+            Err(ShapeError::Id)
+        );
+        assert_eq!(
+            Message::classify(json!({"jsonrpc":"2.0","id":1.5,"method":"m"})),
+            Err(ShapeError::Id)
+        );
+        assert_eq!(
+            Message::classify(json!({"jsonrpc":"2.0","id":1,"method":"m","params":[1]})),
+            Err(ShapeError::Params)
+        );
+        assert_eq!(
+            Message::classify(json!({"jsonrpc":"2.0","id":1,"result":{},"error":{}})),
+            Err(ShapeError::Response)
+        );
+    }
+}

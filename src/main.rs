@@ -1,0 +1,149 @@
+//! Command line: `serve` (the default), `check-config`, `demo-backend`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use mrtr_gateway::config::Config;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(name = "mrtr-gateway", version, about = "MCP 2026-07-28 gateway in front of 2025-11-25 servers")]
+struct Cli {
+    /// Configuration file (TOML). Without one, the built-in demo backend is served on
+    /// 127.0.0.1:8080/mcp.
+    #[arg(long, short, global = true, env = "MRTR_GATEWAY_CONFIG")]
+    config: Option<PathBuf>,
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "MRTR_GATEWAY_LOG_FORMAT")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway (default).
+    Serve,
+    /// Validate a configuration file and exit.
+    CheckConfig {
+        /// The file to check.
+        file: PathBuf,
+    },
+    /// Run the built-in demo legacy (2025-11-25) MCP server on stdin/stdout.
+    DemoBackend,
+}
+
+fn init_tracing(format: LogFormat, default_level: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = ctrl_c.await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term.recv() => {}
+    }
+}
+
+async fn serve(config_path: Option<PathBuf>) -> ExitCode {
+    let config = match config_path {
+        Some(path) => match Config::load(&path) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("mrtr-gateway: {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+        None => match std::env::current_exe() {
+            Ok(exe) => Config::embedded_default(&exe),
+            Err(e) => {
+                eprintln!("mrtr-gateway: cannot locate own executable for the demo backend: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let running = match mrtr_gateway::start(&config).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mrtr-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for route in &config.routes {
+        eprintln!(
+            "mrtr-gateway: serving http://{}{} -> backend {}",
+            running.local_addr(),
+            route.path,
+            route.backend
+        );
+    }
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.shutdown().await;
+    ExitCode::SUCCESS
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The demo backend's stderr ends up in the gateway's log: keep it to what matters.
+    let default_level = match cli.command {
+        Some(Command::DemoBackend) => "warn",
+        _ => "info",
+    };
+    init_tracing(cli.log_format, default_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mrtr-gateway: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => runtime.block_on(serve(cli.config)),
+        Command::CheckConfig { file } => match Config::load(&file) {
+            Ok(config) => {
+                println!(
+                    "{}: ok ({} route(s), {} backend(s))",
+                    file.display(),
+                    config.routes.len(),
+                    config.backends.len()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", file.display());
+                ExitCode::from(2)
+            }
+        },
+        Command::DemoBackend => match runtime.block_on(mrtr_gateway::demo::run_stdio()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("demo-backend: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}

@@ -332,8 +332,7 @@ impl Config {
                     let uri: http::Uri = url
                         .parse()
                         .map_err(|e| invalid(format!("{key}.url"), format!("not a URL: {e}")))?;
-                    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none()
-                    {
+                    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
                         return Err(invalid(
                             format!("{key}.url"),
                             "must be an absolute http:// or https:// URL",
@@ -359,7 +358,10 @@ impl Config {
                 *v = expand_env(&format!("{key}.env.{k}"), v)?;
             }
             if backend.pool.max_sessions == 0 {
-                return Err(invalid(format!("{key}.pool.max_sessions"), "must be at least 1"));
+                return Err(invalid(
+                    format!("{key}.pool.max_sessions"),
+                    "must be at least 1",
+                ));
             }
             if backend.pool.min_idle > backend.pool.max_sessions {
                 return Err(invalid(
@@ -402,10 +404,16 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         let err = Config::from_toml_str(&STDIO.replace("command = \"server\"", "")).unwrap_err();
-        assert_eq!(err.to_string(), "backend.b.command: required when transport = \"stdio\"");
+        assert_eq!(
+            err.to_string(),
+            "backend.b.command: required when transport = \"stdio\""
+        );
         let err = Config::from_toml_str(&STDIO.replace("backend = \"b\"", "backend = \"x\""))
             .unwrap_err();
-        assert_eq!(err.to_string(), "route[0].backend: no [backend.x] is defined");
+        assert_eq!(
+            err.to_string(),
+            "route[0].backend: no [backend.x] is defined"
+        );
         let err = Config::from_toml_str(&format!("{STDIO}\nbogus = 1")).unwrap_err();
         assert!(err.to_string().contains("bogus"), "{err}");
     }

@@ -5,7 +5,7 @@
 //! and logging level) and [`run_stdio`], which serves it over stdin/stdout.
 //! Several tools make the server-to-client requests a legacy server may send
 //! (elicitation, sampling, roots), so the gateway's bridging can be tried
-//! against a real SDK server without any external process.
+//! against a real SDK server without installing one.
 
 // rmcp marks sampling, roots and logging deprecated because revision
 // 2026-07-28 deprecates them; this server speaks 2025-11-25, where they are
@@ -41,7 +41,7 @@ use serde_json::json;
 /// Why [`run_stdio`] stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
-    /// The client never completed the `initialize` handshake.
+    /// The `initialize` handshake failed.
     #[error("demo server failed to start: {0}")]
     Start(Box<rmcp::service::ServerInitializeError>),
     /// The task serving the connection panicked or was aborted.

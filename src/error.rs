@@ -45,7 +45,10 @@ pub enum GatewayError {
     #[error("Method not found: {method}")]
     MethodNotFound { method: String, data: Option<Value> },
     #[error("Invalid params: {message}")]
-    InvalidParams { message: String, data: Option<Value> },
+    InvalidParams {
+        message: String,
+        data: Option<Value>,
+    },
     #[error("Header mismatch: {0}")]
     HeaderMismatch(String),
     #[error("Missing required client capability")]
@@ -205,7 +208,8 @@ impl GatewayError {
                 }
             }
             Self::InvalidParams { message, data } => {
-                let e = JsonRpcError::new(codes::INVALID_PARAMS, format!("Invalid params: {message}"));
+                let e =
+                    JsonRpcError::new(codes::INVALID_PARAMS, format!("Invalid params: {message}"));
                 match data {
                     Some(d) => e.with_data(d.clone()),
                     None => e,

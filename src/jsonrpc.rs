@@ -212,7 +212,9 @@ mod tests {
             json!({"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}),
         );
         match err {
-            Ok(Message::Response { outcome: Err(e), .. }) => assert_eq!(e.code, -32601),
+            Ok(Message::Response {
+                outcome: Err(e), ..
+            }) => assert_eq!(e.code, -32601),
             other => panic!("unexpected {other:?}"),
         }
     }

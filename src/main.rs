@@ -8,7 +8,11 @@ use mrtr_gateway::config::Config;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
-#[command(name = "mrtr-gateway", version, about = "MCP 2026-07-28 gateway in front of 2025-11-25 servers")]
+#[command(
+    name = "mrtr-gateway",
+    version,
+    about = "MCP 2026-07-28 gateway in front of 2025-11-25 servers"
+)]
 struct Cli {
     /// Configuration file (TOML). Without one, the built-in demo backend is served on
     /// 127.0.0.1:8080/mcp.
@@ -114,7 +118,10 @@ fn main() -> ExitCode {
         _ => "info",
     };
     init_tracing(cli.log_format, default_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("mrtr-gateway: cannot start the runtime: {e}");

@@ -219,7 +219,9 @@ impl Shared {
         body: Bytes,
         last_event_id: Option<&str>,
     ) -> Result<Request<Full<Bytes>>, BackendError> {
-        let mut builder = Request::builder().method(method.clone()).uri(self.url.clone());
+        let mut builder = Request::builder()
+            .method(method.clone())
+            .uri(self.url.clone());
         if let Some(headers) = builder.headers_mut() {
             headers.extend(self.headers.clone());
             if method == Method::GET {
@@ -326,7 +328,11 @@ fn is_event_stream(response: &hyper::Response<Incoming>) -> bool {
         .headers()
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("text/event-stream"))
+        .is_some_and(|ct| {
+            ct.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        })
 }
 
 /// Notifications and answers to server requests: expect 202, nothing to read.
@@ -370,7 +376,10 @@ async fn post_request(shared: Arc<Shared>, message: Value) {
     };
     if response.status() == StatusCode::ACCEPTED || response.status() == StatusCode::NO_CONTENT {
         return shared
-            .fail_request(&id, "backend accepted the request without answering it".into())
+            .fail_request(
+                &id,
+                "backend accepted the request without answering it".into(),
+            )
             .await;
     }
     if !is_event_stream(&response) {
@@ -406,7 +415,11 @@ async fn post_request(shared: Arc<Shared>, message: Value) {
         match open_get(&shared, Some(&last)).await {
             GetOutcome::Stream(body) => {
                 let next = read_stream(&shared, body, Some(&id)).await;
-                failures = if next.last_event_id.is_some() { 0 } else { failures + 1 };
+                failures = if next.last_event_id.is_some() {
+                    0
+                } else {
+                    failures + 1
+                };
                 end = StreamEnd {
                     answered: next.answered,
                     last_event_id: next.last_event_id.or(end.last_event_id),
@@ -419,7 +432,10 @@ async fn post_request(shared: Arc<Shared>, message: Value) {
     }
     if !end.answered {
         shared
-            .fail_request(&id, "backend closed the response stream without answering".into())
+            .fail_request(
+                &id,
+                "backend closed the response stream without answering".into(),
+            )
             .await;
     }
 }

@@ -45,7 +45,10 @@ pub enum BackendError {
 pub enum TransportEvent {
     Message(Value),
     /// A request could not be delivered or answered (unreachable, bad status, stream lost).
-    RequestFailed { id: Value, reason: String },
+    RequestFailed {
+        id: Value,
+        reason: String,
+    },
     /// The transport can carry nothing more (process exited, HTTP session gone).
     Closed(String),
 }
@@ -75,7 +78,7 @@ impl BackendSpec {
 
 /// One connection to a backend: a child process or an HTTP session.
 pub enum Transport {
-    Stdio(stdio::StdioTransport),
+    Stdio(Box<stdio::StdioTransport>),
     Http(http::HttpTransport),
 }
 
@@ -85,7 +88,9 @@ impl Transport {
         inbound: mpsc::Sender<TransportEvent>,
     ) -> Result<Self, BackendError> {
         match spec.config.transport {
-            TransportKind::Stdio => Ok(Self::Stdio(stdio::StdioTransport::spawn(spec, inbound)?)),
+            TransportKind::Stdio => Ok(Self::Stdio(Box::new(stdio::StdioTransport::spawn(
+                spec, inbound,
+            )?))),
             TransportKind::Http => Ok(Self::Http(http::HttpTransport::new(spec, inbound)?)),
         }
     }

@@ -30,7 +30,10 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// request declared: only the brokerable ones, in a canonical form (`elicitation: {}` means form).
 pub fn capability_profile(client_capabilities: &Value) -> Value {
     let mut out = Map::new();
-    if let Some(elicitation) = client_capabilities.get("elicitation").and_then(Value::as_object) {
+    if let Some(elicitation) = client_capabilities
+        .get("elicitation")
+        .and_then(Value::as_object)
+    {
         let mut modes = Map::new();
         let form = elicitation.contains_key("form") || !elicitation.contains_key("url");
         if form {
@@ -41,7 +44,10 @@ pub fn capability_profile(client_capabilities: &Value) -> Value {
         }
         out.insert("elicitation".into(), Value::Object(modes));
     }
-    if let Some(sampling) = client_capabilities.get("sampling").and_then(Value::as_object) {
+    if let Some(sampling) = client_capabilities
+        .get("sampling")
+        .and_then(Value::as_object)
+    {
         let mut sub = Map::new();
         for key in ["tools", "context"] {
             if sampling.contains_key(key) {
@@ -50,7 +56,10 @@ pub fn capability_profile(client_capabilities: &Value) -> Value {
         }
         out.insert("sampling".into(), Value::Object(sub));
     }
-    if client_capabilities.get("roots").is_some_and(Value::is_object) {
+    if client_capabilities
+        .get("roots")
+        .is_some_and(Value::is_object)
+    {
         // No listChanged: the gateway has no source for roots change notifications.
         out.insert("roots".into(), json!({}));
     }
@@ -145,12 +154,7 @@ impl Pool {
 
     pub fn stats(&self) -> PoolStats {
         let max = self.inner.spec.config.pool.max_sessions;
-        let idle = self
-            .inner
-            .keys()
-            .values()
-            .map(|k| k.idle.len())
-            .sum();
+        let idle = self.inner.keys().values().map(|k| k.idle.len()).sum();
         PoolStats {
             open: max - self.inner.slots.available_permits(),
             idle,
@@ -264,11 +268,7 @@ impl PoolInner {
         permit: OwnedSemaphorePermit,
         deadline: Instant,
     ) -> Result<Session, GatewayError> {
-        let wait_until = self
-            .backoff
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .until;
+        let wait_until = self.backoff.lock().unwrap_or_else(|p| p.into_inner()).until;
         if let Some(until) = wait_until.filter(|u| *u > Instant::now()) {
             if until > deadline {
                 return Err(GatewayError::BackendUnavailable(format!(
@@ -442,9 +442,21 @@ mod tests {
             })),
             json!({"roots": {}, "sampling": {"tools": {}}})
         );
-        let a = PoolKey::new("p", &capability_profile(&json!({"sampling": {}, "roots": {}})));
-        let b = PoolKey::new("p", &capability_profile(&json!({"roots": {}, "sampling": {}})));
+        let a = PoolKey::new(
+            "p",
+            &capability_profile(&json!({"sampling": {}, "roots": {}})),
+        );
+        let b = PoolKey::new(
+            "p",
+            &capability_profile(&json!({"roots": {}, "sampling": {}})),
+        );
         assert_eq!(a, b);
-        assert_ne!(a, PoolKey::new("q", &capability_profile(&json!({"roots": {}, "sampling": {}}))));
+        assert_ne!(
+            a,
+            PoolKey::new(
+                "q",
+                &capability_profile(&json!({"roots": {}, "sampling": {}}))
+            )
+        );
     }
 }

@@ -148,6 +148,7 @@ impl SessionCore {
             }
             routing.cancelled.insert(id, Instant::now());
         }
+        tracing::debug!(backend = %self.backend, session = self.number, request = id, reason, "cancelling backend request");
         let _ = self.transport.send(jsonrpc::notification(
             "notifications/cancelled",
             Some(json!({ "requestId": id, "reason": reason })),
@@ -439,7 +440,11 @@ impl Session {
     }
 
     /// Starts the call that owns the session's server requests and notifications until it ends.
-    pub fn start_call(&self, method: &str, params: Option<Value>) -> Result<ActiveCall, BackendError> {
+    pub fn start_call(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<ActiveCall, BackendError> {
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         let id = self.core.send_request(method, params, tx, true)?;
         Ok(ActiveCall {
@@ -472,11 +477,10 @@ impl ActiveCall {
     }
 
     pub async fn next_event(&mut self) -> CallEvent {
-        let event = self
-            .events
-            .recv()
-            .await
-            .unwrap_or_else(|| CallEvent::Failed(BackendError::Closed("session closed".into())));
+        let event =
+            self.events.recv().await.unwrap_or_else(|| {
+                CallEvent::Failed(BackendError::Closed("session closed".into()))
+            });
         if matches!(event, CallEvent::Final(_) | CallEvent::Failed(_)) {
             self.open = false;
         }

@@ -67,8 +67,7 @@ impl StdioTransport {
             while let Some(message) = outgoing.recv().await {
                 let mut line = message.to_string();
                 line.push('\n');
-                if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err()
-                {
+                if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
                     break;
                 }
             }
@@ -146,14 +145,20 @@ impl StdioTransport {
         }
         let child = self.child.lock().ok().and_then(|mut c| c.take());
         if let Some(mut child) = child {
-            if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
+            if tokio::time::timeout(EXIT_GRACE, child.wait())
+                .await
+                .is_err()
+            {
                 if let Some(pid) = child.id() {
                     // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
                     unsafe {
                         libc::kill(pid as libc::pid_t, libc::SIGTERM);
                     }
                 }
-                if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
+                if tokio::time::timeout(EXIT_GRACE, child.wait())
+                    .await
+                    .is_err()
+                {
                     let _ = child.kill().await;
                 }
             }

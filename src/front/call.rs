@@ -107,7 +107,9 @@ impl CallDriver {
                     ));
                 }
                 CallEvent::Log(params) => {
-                    let Some(wanted) = self.log_rank else { continue };
+                    let Some(wanted) = self.log_rank else {
+                        continue;
+                    };
                     let rank = params
                         .get("level")
                         .and_then(Value::as_str)

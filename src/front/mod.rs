@@ -113,12 +113,11 @@ impl Gateway {
     pub fn new(config: &Config) -> Result<Arc<Self>, StartError> {
         let mut pools: HashMap<&str, Arc<Pool>> = HashMap::new();
         for (name, backend) in &config.backends {
-            let spec = BackendSpec::new(name, backend.clone()).map_err(|source| {
-                StartError::Backend {
+            let spec =
+                BackendSpec::new(name, backend.clone()).map_err(|source| StartError::Backend {
                     name: name.clone(),
                     source,
-                }
-            })?;
+                })?;
             pools.insert(name, Arc::new(Pool::new(spec)));
         }
         let mut routes = HashMap::new();
@@ -278,22 +277,30 @@ impl Gateway {
         let init = session.init_result();
         let backend_capabilities = init.get("capabilities");
         if let Some(capability) = translate::required_backend_capability(method) {
-            if backend_capabilities.and_then(|c| c.get(capability)).is_none() {
+            if backend_capabilities
+                .and_then(|c| c.get(capability))
+                .is_none()
+            {
                 return Err(GatewayError::method_not_found(method));
             }
         }
         if let Some(level) = &meta.log_level {
-            if backend_capabilities.and_then(|c| c.get("logging")).is_some() {
+            if backend_capabilities
+                .and_then(|c| c.get("logging"))
+                .is_some()
+            {
                 session
                     .ensure_log_level(level, route.request_timeout)
                     .await
                     .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))?;
             }
         }
-        let backend_progress_token = meta
-            .progress_token
-            .as_ref()
-            .map(|_| format!("mrtr-{}", self.progress_tokens.fetch_add(1, Ordering::Relaxed)));
+        let backend_progress_token = meta.progress_token.as_ref().map(|_| {
+            format!(
+                "mrtr-{}",
+                self.progress_tokens.fetch_add(1, Ordering::Relaxed)
+            )
+        });
         let error_context = json!({ "uri": params.get("uri") });
         let backend_params =
             translate::backend_params(method, params, backend_progress_token.as_deref());

@@ -106,7 +106,9 @@ pub fn stamp_result(
         if let Some(Value::Array(tools)) = result.get_mut("tools") {
             // A tool that requires 2025 tasks cannot be called without them: hide it.
             tools.retain(|tool| {
-                tool.pointer("/execution/taskSupport").and_then(Value::as_str) != Some("required")
+                tool.pointer("/execution/taskSupport")
+                    .and_then(Value::as_str)
+                    != Some("required")
             });
             for tool in tools.iter_mut() {
                 if let Value::Object(tool) = tool {
@@ -183,7 +185,9 @@ mod tests {
             },
             "extra": true
         });
-        let Value::Object(map) = params else { unreachable!() };
+        let Value::Object(map) = params else {
+            unreachable!()
+        };
         let out = backend_params("tools/call", map, Some("g-1"));
         assert_eq!(
             out,
@@ -203,10 +207,15 @@ mod tests {
     #[test]
     fn results_are_stamped() {
         let info = json!({"name": "legacy", "version": "1"});
-        let out = stamp_result("tools/list", json!({"tools": [
-            {"name": "a", "execution": {"taskSupport": "optional"}},
-            {"name": "b", "execution": {"taskSupport": "required"}}
-        ]}), &route(), Some(&info));
+        let out = stamp_result(
+            "tools/list",
+            json!({"tools": [
+                {"name": "a", "execution": {"taskSupport": "optional"}},
+                {"name": "b", "execution": {"taskSupport": "required"}}
+            ]}),
+            &route(),
+            Some(&info),
+        );
         assert_eq!(out["resultType"], "complete");
         assert_eq!(out["ttlMs"], 5);
         assert_eq!(out["cacheScope"], "public");

@@ -89,8 +89,10 @@ impl OriginPolicy {
                 .and_then(|h| h.to_str().ok())
                 .map(|h| strip_port(&h.to_ascii_lowercase()).to_string())
                 .ok_or_else(|| GatewayError::Forbidden("missing Host header".into()))?;
-            if !hosts.iter().any(|h| *h == host) {
-                return Err(GatewayError::Forbidden(format!("host {host:?} is not allowed")));
+            if !hosts.contains(&host) {
+                return Err(GatewayError::Forbidden(format!(
+                    "host {host:?} is not allowed"
+                )));
             }
         }
         if let Some(origin) = headers.get(ORIGIN) {
@@ -106,7 +108,9 @@ impl OriginPolicy {
                         && !allowed[allowed.find("://").map_or(0, |i| i + 3)..].contains(':'))
             });
             if !allowed {
-                return Err(GatewayError::Forbidden(format!("origin {origin:?} is not allowed")));
+                return Err(GatewayError::Forbidden(format!(
+                    "origin {origin:?} is not allowed"
+                )));
             }
         }
         Ok(())
@@ -223,10 +227,9 @@ pub fn decode_header_value(raw: &str) -> Result<String, String> {
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, GatewayError> {
     match headers.get(name) {
         None => Ok(None),
-        Some(v) => v
-            .to_str()
-            .map(Some)
-            .map_err(|_| GatewayError::HeaderMismatch(format!("{name} header has invalid characters"))),
+        Some(v) => v.to_str().map(Some).map_err(|_| {
+            GatewayError::HeaderMismatch(format!("{name} header has invalid characters"))
+        }),
     }
 }
 
@@ -241,9 +244,15 @@ pub fn validate_body(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Reject
             GatewayError::InvalidRequest("batch arrays are not supported".into()),
         ));
     }
-    let readable_id = value.get("id").filter(|id| crate::jsonrpc::is_valid_id(id)).cloned();
+    let readable_id = value
+        .get("id")
+        .filter(|id| crate::jsonrpc::is_valid_id(id))
+        .cloned();
     let message = Message::classify(value).map_err(|e: ShapeError| {
-        reject(readable_id.as_ref(), GatewayError::InvalidRequest(e.to_string()))
+        reject(
+            readable_id.as_ref(),
+            GatewayError::InvalidRequest(e.to_string()),
+        )
     })?;
     let (id, method, params) = match message {
         Message::Notification { method, .. } => return Ok(Inbound::Notification { method }),
@@ -339,9 +348,15 @@ fn validate_meta(
         let body_name = match params.get(param) {
             Some(Value::String(s)) => s.as_str(),
             Some(_) => {
-                return Err(GatewayError::invalid_params(format!("\"{param}\" must be a string")))
+                return Err(GatewayError::invalid_params(format!(
+                    "\"{param}\" must be a string"
+                )))
             }
-            None => return Err(GatewayError::invalid_params(format!("\"{param}\" is required"))),
+            None => {
+                return Err(GatewayError::invalid_params(format!(
+                    "\"{param}\" is required"
+                )))
+            }
         };
         let header = header_str(headers, "mcp-name")?.ok_or_else(|| {
             GatewayError::HeaderMismatch("missing required Mcp-Name header".into())
@@ -405,21 +420,36 @@ mod tests {
         assert!(p.check(&headers(&[("host", "[::1]:9")])).is_ok());
         assert!(p.check(&headers(&[("host", "evil.example")])).is_err());
         assert!(p
-            .check(&headers(&[("host", "localhost"), ("origin", "http://localhost:3000")]))
+            .check(&headers(&[
+                ("host", "localhost"),
+                ("origin", "http://localhost:3000")
+            ]))
             .is_ok());
         assert!(p
-            .check(&headers(&[("host", "localhost"), ("origin", "http://evil.example")]))
+            .check(&headers(&[
+                ("host", "localhost"),
+                ("origin", "http://evil.example")
+            ]))
             .is_err());
         assert!(p
-            .check(&headers(&[("host", "localhost"), ("origin", "http://localhost.evil.example")]))
+            .check(&headers(&[
+                ("host", "localhost"),
+                ("origin", "http://localhost.evil.example")
+            ]))
             .is_err());
         let open = OriginPolicy::new(false, None, Some(&["https://app.example:8443".into()]));
         assert!(open.check(&headers(&[("host", "gw.internal")])).is_ok());
         assert!(open
-            .check(&headers(&[("host", "gw"), ("origin", "https://app.example:8443")]))
+            .check(&headers(&[
+                ("host", "gw"),
+                ("origin", "https://app.example:8443")
+            ]))
             .is_ok());
         assert!(open
-            .check(&headers(&[("host", "gw"), ("origin", "https://app.example:9999")]))
+            .check(&headers(&[
+                ("host", "gw"),
+                ("origin", "https://app.example:9999")
+            ]))
             .is_err());
     }
 
@@ -430,7 +460,10 @@ mod tests {
             ("accept", "application/json, text/event-stream"),
         ]);
         assert!(check_media_types(&ok).is_ok());
-        let only_json = headers(&[("content-type", "application/json"), ("accept", "application/json")]);
+        let only_json = headers(&[
+            ("content-type", "application/json"),
+            ("accept", "application/json"),
+        ]);
         assert!(matches!(
             check_media_types(&only_json),
             Err(GatewayError::NotAcceptable(_))
@@ -445,7 +478,10 @@ mod tests {
     #[test]
     fn base64_sentinel_is_decoded() {
         assert_eq!(decode_header_value("plain").unwrap(), "plain");
-        assert_eq!(decode_header_value("=?base64?w6lsw6h2ZQ==?=").unwrap(), "élève");
+        assert_eq!(
+            decode_header_value("=?base64?w6lsw6h2ZQ==?=").unwrap(),
+            "élève"
+        );
         assert!(decode_header_value("=?base64?***?=").is_err());
     }
 }

@@ -1,0 +1,187 @@
+//! Backend faults and pool limits: callers get a clear JSON-RPC error promptly, never a hang,
+//! and the next call works on a fresh session.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::ClientCapabilities;
+use serde_json::{json, Value};
+
+use crate::support::gateway::{Backend, Harness, HttpBackend, Options};
+use crate::support::modern_client::{modern_request, post_raw, RawExchange};
+
+fn caps() -> ClientCapabilities {
+    ClientCapabilities::default()
+}
+
+fn call(id: i64, name: &str, arguments: Value) -> Value {
+    modern_request(
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+        &caps(),
+    )
+}
+
+fn text_of(exchange: &RawExchange) -> String {
+    exchange.result().expect("a result")["content"][0]["text"]
+        .as_str()
+        .expect("text content")
+        .to_string()
+}
+
+fn one_session() -> Options {
+    Options {
+        pool: "max_sessions = 1\nqueue_wait = \"300ms\"".into(),
+        ..Options::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_stdio_backend_fails_the_call_quickly_and_the_next_call_works() {
+    let h = Harness::start_with(Backend::Stdio, one_session()).await;
+    let pid: i32 = text_of(&post_raw(&h.url, &call(1, "pid", json!({}))).await)
+        .parse()
+        .expect("pid");
+
+    let url = h.url.clone();
+    let slow =
+        tokio::spawn(async move { post_raw(&url, &call(2, "sleep", json!({"ms": 30000}))).await });
+    h.wait_for_backend("the sleep call", |m| m["params"]["name"] == "sleep")
+        .await;
+    // SAFETY: signalling a child process this test started through the gateway.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let killed_at = Instant::now();
+    let exchange = tokio::time::timeout(Duration::from_secs(5), slow)
+        .await
+        .expect("the caller is answered")
+        .expect("task");
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(1),
+        "answered after {:?}",
+        killed_at.elapsed()
+    );
+    assert_eq!(exchange.status, 502, "{}", exchange.body);
+    assert_eq!(exchange.error_code(), Some(-32603));
+    assert_eq!(exchange.response().unwrap()["id"], 2);
+
+    let next = post_raw(&h.url, &call(3, "pid", json!({}))).await;
+    let new_pid: i32 = text_of(&next).parse().expect("pid");
+    assert_ne!(new_pid, pid, "a fresh backend process serves the next call");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn unreachable_http_backend_is_a_clear_error() {
+    let h = Harness::start_url(
+        "http://127.0.0.1:1/mcp",
+        Options {
+            backend: "init_timeout = \"3s\"".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    for id in 1..=2 {
+        let started = Instant::now();
+        let exchange = tokio::time::timeout(
+            Duration::from_secs(10),
+            post_raw(
+                &h.url,
+                &modern_request(id, "tools/list", json!({}), &caps()),
+            ),
+        )
+        .await
+        .expect("no hang");
+        assert_eq!(exchange.status, 502, "{}", exchange.body);
+        assert_eq!(exchange.error_code(), Some(-32603));
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn backend_that_cannot_start_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no-such-server");
+    let toml = format!(
+        "[server]\nlisten = \"127.0.0.1:0\"\n[[route]]\npath = \"/mcp\"\nbackend = \"b\"\n[backend.b]\ntransport = \"stdio\"\ncommand = {:?}\n",
+        missing.display().to_string()
+    );
+    let config = mrtr_gateway::config::Config::from_toml_str(&toml).unwrap();
+    let gateway = mrtr_gateway::start(&config).await.unwrap();
+    let url = format!("http://{}/mcp", gateway.local_addr());
+    let exchange = post_raw(&url, &modern_request(1, "tools/list", json!({}), &caps())).await;
+    assert_eq!(exchange.status, 502);
+    assert!(exchange.error().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .contains("cannot start backend"));
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_pool_answers_503_after_queue_wait() {
+    let h = Harness::start_with(Backend::Stdio, one_session()).await;
+    let url = h.url.clone();
+    let slow =
+        tokio::spawn(async move { post_raw(&url, &call(1, "sleep", json!({"ms": 1500}))).await });
+    h.wait_for_backend("the sleep call", |m| m["params"]["name"] == "sleep")
+        .await;
+    let started = Instant::now();
+    let refused = post_raw(&h.url, &call(2, "echo", json!({"text": "x"}))).await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(refused.error_code(), Some(-32603));
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    let first = slow.await.unwrap();
+    assert_eq!(first.result_type(), Some("complete"));
+    // The session went back to the pool: the next call is served.
+    let served = post_raw(&h.url, &call(3, "echo", json!({"text": "y"}))).await;
+    assert_eq!(text_of(&served), "y");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_http_session_gives_a_clear_error_then_a_new_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("backend.jsonl");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let backend = HttpBackend::start(&addr, false, &log).await;
+    let h = Harness::start_url(&backend.url, Options::default()).await;
+    let first = post_raw(&h.url, &call(1, "echo", json!({"text": "one"}))).await;
+    assert_eq!(text_of(&first), "one");
+
+    // A restarted backend knows nothing of the gateway's session.
+    backend.stop().await;
+    let backend = HttpBackend::start(&addr, false, &log).await;
+    let mut outcomes = Vec::new();
+    for id in 2..=4 {
+        let exchange = tokio::time::timeout(
+            Duration::from_secs(10),
+            post_raw(&h.url, &call(id, "echo", json!({"text": "two"}))),
+        )
+        .await
+        .expect("no hang");
+        outcomes.push((exchange.status, exchange.error_code()));
+        if exchange.status == 200 {
+            assert_eq!(text_of(&exchange), "two");
+            break;
+        }
+        assert_eq!(
+            (exchange.status, exchange.error_code()),
+            (502, Some(-32603))
+        );
+    }
+    assert!(
+        outcomes.len() <= 2 && outcomes.last() == Some(&(200, None)),
+        "{outcomes:?}"
+    );
+    h.stop().await;
+    backend.stop().await;
+}

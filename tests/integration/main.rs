@@ -1,0 +1,10 @@
+//! Integration tests: the gateway between real peers, a 2026-07-28 rmcp client (or raw HTTP for
+//! exact wire assertions) in front and the legacy rmcp test backend behind, over stdio and
+//! Streamable HTTP.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod faults;
+mod forwarding;
+mod validation;

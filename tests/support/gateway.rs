@@ -1,0 +1,201 @@
+//! Starts the gateway in-process in front of the legacy test backend (`legacy_backend` example,
+//! a 2025-11-25 rmcp server) over stdio or Streamable HTTP, and reads what the backend received.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use mrtr_gateway::config::Config;
+use mrtr_gateway::RunningGateway;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The legacy backend binary: cargo builds examples next to the test binaries' `deps` folder.
+pub fn fixture_path() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile directory");
+    profile_dir.join("examples").join("legacy_backend")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Stdio,
+    Http,
+    /// Streamable HTTP answering every request with application/json.
+    HttpJson,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 2] = [Backend::Stdio, Backend::Http];
+}
+
+/// A legacy backend serving Streamable HTTP in its own process, stopped by PID on drop.
+pub struct HttpBackend {
+    child: Child,
+    pub url: String,
+}
+
+impl HttpBackend {
+    pub async fn start(addr: &str, json_response: bool, log: &Path) -> HttpBackend {
+        let mut command = Command::new(fixture_path());
+        command.arg("--http").arg(addr);
+        if json_response {
+            command.arg("--json-response");
+        }
+        let mut child = command
+            .env("LEGACY_BACKEND_LOG", log)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start legacy HTTP backend");
+        let stdout = child.stdout.take().expect("backend stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("backend printed its address in time")
+            .expect("read backend stdout")
+            .expect("backend printed a line");
+        let url = line
+            .strip_prefix("LISTENING ")
+            .expect("LISTENING line")
+            .trim()
+            .to_string();
+        HttpBackend { child, url }
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+pub struct Harness {
+    pub gateway: Option<RunningGateway>,
+    /// The MCP endpoint of the gateway.
+    pub url: String,
+    pub backend_log: PathBuf,
+    pub http_backend: Option<HttpBackend>,
+    pub dir: tempfile::TempDir,
+}
+
+/// Extra TOML for the `[backend.legacy]` table (e.g. timeouts) and its pool.
+#[derive(Default, Clone)]
+pub struct Options {
+    pub server: String,
+    pub backend: String,
+    pub pool: String,
+}
+
+impl Harness {
+    pub async fn start(kind: Backend) -> Harness {
+        Self::start_with(kind, Options::default()).await
+    }
+
+    pub async fn start_with(kind: Backend, options: Options) -> Harness {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let backend_log = dir.path().join("backend.jsonl");
+        std::fs::write(&backend_log, "").expect("create backend log");
+        let (transport, http_backend) = match kind {
+            Backend::Stdio => (
+                format!(
+                    "transport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\"]\nenv = {{ LEGACY_BACKEND_LOG = {:?} }}\n",
+                    fixture_path().display().to_string(),
+                    backend_log.display().to_string()
+                ),
+                None,
+            ),
+            Backend::Http | Backend::HttpJson => {
+                let backend =
+                    HttpBackend::start("127.0.0.1:0", kind == Backend::HttpJson, &backend_log)
+                        .await;
+                (
+                    format!("transport = \"http\"\nurl = {:?}\n", backend.url),
+                    Some(backend),
+                )
+            }
+        };
+        Self::start_config(dir, backend_log, transport, http_backend, &options).await
+    }
+
+    /// A gateway in front of an HTTP URL that nothing (or something else) serves.
+    pub async fn start_url(url: &str, options: Options) -> Harness {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let backend_log = dir.path().join("backend.jsonl");
+        let transport = format!("transport = \"http\"\nurl = {url:?}\n");
+        Self::start_config(dir, backend_log, transport, None, &options).await
+    }
+
+    async fn start_config(
+        dir: tempfile::TempDir,
+        backend_log: PathBuf,
+        transport: String,
+        http_backend: Option<HttpBackend>,
+        options: &Options,
+    ) -> Harness {
+        let toml = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n{}\n\n[[route]]\npath = \"/mcp\"\nbackend = \"legacy\"\n\n[backend.legacy]\n{transport}{}\n\n[backend.legacy.pool]\n{}\n",
+            options.server, options.backend, options.pool
+        );
+        let config = Config::from_toml_str(&toml).expect("valid test configuration");
+        let gateway = mrtr_gateway::start(&config).await.expect("gateway starts");
+        let url = format!("http://{}/mcp", gateway.local_addr());
+        Harness {
+            gateway: Some(gateway),
+            url,
+            backend_log,
+            http_backend,
+            dir,
+        }
+    }
+
+    /// Every message the backend received so far, in order.
+    pub fn backend_messages(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.backend_log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).expect("backend log line is JSON"))
+            .collect()
+    }
+
+    /// Methods of the requests and notifications the backend received.
+    pub fn backend_methods(&self) -> Vec<String> {
+        self.backend_messages()
+            .iter()
+            .filter_map(|m| m.get("method").and_then(Value::as_str).map(String::from))
+            .collect()
+    }
+
+    /// Waits (bounded) until the backend received a message matching `pred`.
+    pub async fn wait_for_backend(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        for _ in 0..100 {
+            if let Some(found) = self.backend_messages().into_iter().find(|m| pred(m)) {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!(
+            "backend never received {what}; it got {:?}",
+            self.backend_methods()
+        );
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(gateway) = self.gateway.take() {
+            gateway.shutdown().await;
+        }
+        if let Some(backend) = self.http_backend.take() {
+            backend.stop().await;
+        }
+    }
+}

@@ -453,3 +453,28 @@ async fn closing_the_response_cancels_the_backend_call(kind: Backend) {
     assert_eq!(echo.result().unwrap()["content"][0]["text"], "again");
     h.stop().await;
 }
+
+/// The test client is really pinned: against a server that only speaks 2025-11-25 it fails
+/// instead of falling back to `initialize` (a fallback would make every test above meaningless).
+#[tokio::test]
+async fn the_pinned_client_does_not_fall_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("backend.jsonl");
+    let legacy = crate::support::gateway::HttpBackend::start("127.0.0.1:0", false, &log).await;
+    let attempt = tokio::time::timeout(
+        Duration::from_secs(20),
+        connect_modern(&legacy.url, TestClientHandler::builder().build()),
+    )
+    .await
+    .expect("answered in time");
+    assert!(
+        attempt.is_err(),
+        "a 2026-07-28 pinned client must not connect to a legacy server"
+    );
+    let received = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !received.contains("\"initialize\""),
+        "no legacy handshake was attempted: {received}"
+    );
+    legacy.stop().await;
+}

@@ -7,4 +7,5 @@ mod support;
 
 mod faults;
 mod forwarding;
+mod pool;
 mod validation;

@@ -1,0 +1,98 @@
+//! The session pool: warm spares, idle reaping, and one session per capability profile.
+
+use std::time::Duration;
+
+use rmcp::model::ClientCapabilities;
+use serde_json::{json, Value};
+
+use crate::support::gateway::{Backend, Harness, Options};
+use crate::support::modern_client::{modern_request, post_raw};
+
+fn pool(h: &Harness) -> mrtr_gateway::backend::pool::PoolStats {
+    h.gateway.as_ref().expect("running").gateway().pools()[0].stats()
+}
+
+async fn wait_for_stats(
+    h: &Harness,
+    what: &str,
+    pred: impl Fn(mrtr_gateway::backend::pool::PoolStats) -> bool,
+) {
+    for _ in 0..100 {
+        if pred(pool(h)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("pool never reached {what}: {:?}", pool(h));
+}
+
+fn echo(id: i64, caps: Value) -> Value {
+    let caps: ClientCapabilities = serde_json::from_value(caps).unwrap();
+    modern_request(
+        id,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "x"}}),
+        &caps,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_spares_are_kept_for_a_key_in_use() {
+    let options = Options {
+        pool: "min_idle = 2\nmax_sessions = 4".into(),
+        ..Options::default()
+    };
+    let h = Harness::start_with(Backend::Stdio, options).await;
+    assert_eq!(pool(&h).open, 0, "no session before first use");
+    let first = post_raw(&h.url, &echo(1, json!({}))).await;
+    assert_eq!(first.result_type(), Some("complete"));
+    wait_for_stats(&h, "two idle spares", |s| s.idle == 2 && s.open == 2).await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_are_closed_after_idle_timeout() {
+    let options = Options {
+        pool: "min_idle = 0\nidle_timeout = \"300ms\"".into(),
+        ..Options::default()
+    };
+    let h = Harness::start_with(Backend::Http, options).await;
+    let first = post_raw(&h.url, &echo(1, json!({}))).await;
+    assert_eq!(first.result_type(), Some("complete"));
+    assert_eq!(pool(&h).open, 1);
+    wait_for_stats(&h, "no session", |s| s.open == 0 && s.idle == 0).await;
+    // The polite close of an HTTP session is a DELETE; the next call starts a new session.
+    let again = post_raw(&h.url, &echo(2, json!({}))).await;
+    assert_eq!(again.result_type(), Some("complete"));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_capability_profile_gets_its_own_session() {
+    let h = Harness::start(Backend::Stdio).await;
+    for (id, caps) in [
+        (1, json!({})),
+        (2, json!({"elicitation": {}, "roots": {}})),
+        (3, json!({"roots": {}, "elicitation": {"form": {}}})),
+    ] {
+        let exchange = post_raw(&h.url, &echo(id, caps)).await;
+        assert_eq!(
+            exchange.result_type(),
+            Some("complete"),
+            "{}",
+            exchange.body
+        );
+    }
+    let declared: Vec<Value> = h
+        .backend_messages()
+        .into_iter()
+        .filter(|m| m["method"] == "initialize")
+        .map(|m| m["params"]["capabilities"].clone())
+        .collect();
+    assert_eq!(
+        declared,
+        vec![json!({}), json!({"elicitation": {"form": {}}, "roots": {}})],
+        "one session per normalized profile, declaring exactly it"
+    );
+    h.stop().await;
+}

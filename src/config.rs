@@ -40,6 +40,105 @@ pub struct Config {
     pub routes: Vec<RouteConfig>,
     #[serde(default, rename = "backend")]
     pub backends: BTreeMap<String, BackendConfig>,
+    #[serde(default)]
+    pub mrtr: MrtrConfig,
+}
+
+/// Multi round-trip bridging: how held calls are sealed, batched, waited for and bounded.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MrtrConfig {
+    /// How long a held call waits for the client's retry before it is abandoned. Keep it below
+    /// the backends' own timeout for their requests (60 s in the TypeScript SDK).
+    #[serde(default = "default_held_ttl", with = "humantime_serde")]
+    pub held_ttl: Duration,
+    /// After a backend's first request of a round, how long to gather more into the same round.
+    #[serde(default = "default_settle", with = "humantime_serde")]
+    pub settle_window: Duration,
+    /// After answers are delivered, how long to wait for the backend's next event before
+    /// returning a round with `requestState` only.
+    #[serde(default = "default_round_wait", with = "humantime_serde")]
+    pub round_wait: Duration,
+    /// Rounds one call may take.
+    #[serde(default = "default_max_rounds")]
+    pub max_rounds: u32,
+    /// Calls held at once, gateway-wide; past it new rounds get HTTP 429.
+    #[serde(default = "default_max_held")]
+    pub max_held: usize,
+    /// AES-256-GCM keys (base64, 32 bytes) for `requestState`; the first seals, all open.
+    /// Empty: a random key per process (held calls live in one process anyway).
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// A file with one base64 key per line, read after `keys`.
+    #[serde(default)]
+    pub keys_file: Option<PathBuf>,
+    /// This instance's id in `requestState` (default: random per process).
+    #[serde(default)]
+    pub instance_id: Option<String>,
+}
+
+impl Default for MrtrConfig {
+    fn default() -> Self {
+        Self {
+            held_ttl: default_held_ttl(),
+            settle_window: default_settle(),
+            round_wait: default_round_wait(),
+            max_rounds: default_max_rounds(),
+            max_held: default_max_held(),
+            keys: Vec::new(),
+            keys_file: None,
+            instance_id: None,
+        }
+    }
+}
+
+fn default_held_ttl() -> Duration {
+    Duration::from_secs(50)
+}
+fn default_settle() -> Duration {
+    Duration::from_millis(50)
+}
+fn default_round_wait() -> Duration {
+    Duration::from_secs(20)
+}
+fn default_max_rounds() -> u32 {
+    16
+}
+fn default_max_held() -> usize {
+    10_000
+}
+
+impl MrtrConfig {
+    /// The configured keys, then those of `keys_file`.
+    pub fn key_list(&self) -> Result<Vec<String>, ConfigError> {
+        let mut keys = self.keys.clone();
+        if let Some(path) = &self.keys_file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            keys.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(String::from),
+            );
+        }
+        Ok(keys)
+    }
+}
+
+/// What to do with a server request that arrives while no call is active on the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UnsolicitedPolicy {
+    /// Keep it and surface it in the first round of the session's next interruptible call.
+    #[default]
+    Defer,
+    /// Answer roots from `static_roots`; decline to elicit or sample.
+    Static,
+    /// Answer with an error.
+    Error,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -156,6 +255,12 @@ pub struct BackendConfig {
     pub headers: BTreeMap<String, String>,
     #[serde(default)]
     pub pool: PoolConfig,
+    /// Server requests that arrive outside any call.
+    #[serde(default)]
+    pub unsolicited: UnsolicitedPolicy,
+    /// Roots given by `unsolicited = "static"`: `[{ uri = "file:///...", name = "..." }]`.
+    #[serde(default)]
+    pub static_roots: Vec<StaticRoot>,
     /// Longest a forwarded request may run.
     #[serde(default = "default_request_timeout", with = "humantime_serde")]
     pub request_timeout: Duration,
@@ -169,6 +274,14 @@ fn default_request_timeout() -> Duration {
 }
 fn default_init_timeout() -> Duration {
     Duration::from_secs(15)
+}
+
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticRoot {
+    pub uri: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -259,6 +372,8 @@ impl Config {
                 url: None,
                 headers: BTreeMap::new(),
                 pool: PoolConfig::default(),
+                unsolicited: UnsolicitedPolicy::default(),
+                static_roots: Vec::new(),
                 request_timeout: default_request_timeout(),
                 init_timeout: default_init_timeout(),
             },
@@ -272,6 +387,7 @@ impl Config {
                 cache_scope: CacheScope::Private,
             }],
             backends,
+            mrtr: MrtrConfig::default(),
         }
     }
 
@@ -369,12 +485,44 @@ impl Config {
                     "must not exceed pool.max_sessions",
                 ));
             }
+            for (i, root) in backend.static_roots.iter().enumerate() {
+                if !root.uri.starts_with("file://") {
+                    return Err(invalid(
+                        format!("{key}.static_roots[{i}].uri"),
+                        "must be a file:// URI",
+                    ));
+                }
+            }
             if backend.request_timeout.is_zero() || backend.init_timeout.is_zero() {
                 return Err(invalid(
                     format!("{key}.request_timeout"),
                     "timeouts must be greater than 0",
                 ));
             }
+        }
+        let mrtr = &mut self.mrtr;
+        if mrtr.max_rounds == 0 || mrtr.max_held == 0 {
+            return Err(invalid(
+                "mrtr.max_rounds",
+                "max_rounds and max_held must be at least 1",
+            ));
+        }
+        if mrtr.held_ttl.is_zero() || mrtr.round_wait.is_zero() {
+            return Err(invalid(
+                "mrtr.held_ttl",
+                "held_ttl and round_wait must be greater than 0",
+            ));
+        }
+        if mrtr.settle_window >= Duration::from_millis(500) {
+            return Err(invalid("mrtr.settle_window", "must be below 500ms"));
+        }
+        for (i, k) in mrtr.keys.iter_mut().enumerate() {
+            *k = expand_env(&format!("mrtr.keys[{i}]"), k)?;
+        }
+        let keys = mrtr.key_list()?;
+        if !keys.is_empty() {
+            crate::mrtr::state::KeyRing::from_base64(&keys)
+                .map_err(|e| invalid("mrtr.keys", e.to_string()))?;
         }
         Ok(())
     }

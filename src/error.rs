@@ -36,7 +36,7 @@ impl StateRejection {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum GatewayError {
     #[error("Parse error: {0}")]
     Parse(String),
@@ -72,6 +72,8 @@ pub enum GatewayError {
     MethodNotAllowed,
     #[error("Gateway busy: {0}")]
     Busy(String),
+    #[error("Too many calls waiting for input: {0}")]
+    TooManyHeld(String),
     #[error("Backend unavailable: {0}")]
     BackendUnavailable(String),
     #[error("Backend timed out: {0}")]
@@ -174,6 +176,7 @@ impl GatewayError {
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::TooManyHeld(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::BackendUnavailable(_) => StatusCode::BAD_GATEWAY,
             Self::BackendTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Backend(e) if e.code == codes::MISSING_CLIENT_CAPABILITY => {
@@ -237,6 +240,7 @@ impl GatewayError {
             )
             .with_data(json!({ "reason": reason.as_str() })),
             Self::Busy(m) => JsonRpcError::new(codes::INTERNAL_ERROR, format!("Gateway busy: {m}")),
+            Self::TooManyHeld(_) => JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string()),
             Self::BackendUnavailable(m) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend unavailable: {m}"))
             }

@@ -22,6 +22,7 @@ use super::{
     BackendError, BackendSpec, Transport, TransportEvent, ACCEPTED_BACKEND_VERSIONS,
     BACKEND_PROTOCOL_VERSION,
 };
+use crate::config::UnsolicitedPolicy;
 use crate::jsonrpc::{self, codes, JsonRpcError, Message};
 
 /// How long a cancelled request may still be answered before the session is clean again.
@@ -77,6 +78,8 @@ struct Routing {
     active: Option<(u64, mpsc::Sender<CallEvent>)>,
     /// Requests cancelled by the gateway whose late answers may still arrive.
     cancelled: HashMap<u64, Instant>,
+    /// Server requests that arrived outside any call (`unsolicited = "defer"`).
+    deferred: Vec<(Value, String, Option<Value>)>,
     dead: Option<String>,
 }
 
@@ -88,6 +91,8 @@ pub struct SessionCore {
     routing: Mutex<Routing>,
     init: OnceLock<Arc<Value>>,
     log_level: Mutex<Option<String>>,
+    unsolicited: UnsolicitedPolicy,
+    static_roots: Value,
 }
 
 impl SessionCore {
@@ -222,10 +227,7 @@ impl SessionCore {
                             let _ = self.respond(id, answer_locally(&method));
                         }
                     }
-                    None => {
-                        tracing::debug!(backend = %self.backend, session = self.number, %method, "server request outside any call; answered by the gateway");
-                        let _ = self.respond(id, answer_locally(&method));
-                    }
+                    None => self.unsolicited(id, method, params),
                 }
             }
             Message::Notification { method, params } => {
@@ -243,12 +245,42 @@ impl SessionCore {
                         return;
                     }
                 };
-                let active = self.routing().active.as_ref().map(|(_, s)| s.clone());
+                let active = {
+                    let mut routing = self.routing();
+                    if let CallEvent::ServerRequestCancelled { id } = &event {
+                        routing.deferred.retain(|(deferred, _, _)| deferred != id);
+                    }
+                    routing.active.as_ref().map(|(_, s)| s.clone())
+                };
                 if let Some(sink) = active {
                     let _ = sink.send(event).await;
                 }
             }
         }
+    }
+
+    /// A server request with no call to belong to, e.g. `roots/list` right after `initialized`.
+    fn unsolicited(&self, id: Value, method: String, params: Option<Value>) {
+        let surfaceable = matches!(
+            method.as_str(),
+            "elicitation/create" | "sampling/createMessage" | "roots/list"
+        );
+        tracing::debug!(backend = %self.backend, session = self.number, %method, policy = ?self.unsolicited, "server request outside any call");
+        let outcome = match self.unsolicited {
+            UnsolicitedPolicy::Defer if surfaceable => {
+                self.routing().deferred.push((id, method, params));
+                return;
+            }
+            UnsolicitedPolicy::Static if method == "roots/list" => {
+                Ok(json!({ "roots": self.static_roots }))
+            }
+            UnsolicitedPolicy::Error => Err(JsonRpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!("{method} is not available outside a client request"),
+            )),
+            _ => answer_locally(&method),
+        };
+        let _ = self.respond(id, outcome);
     }
 
     fn failed_request(&self, id: &Value, reason: String) {
@@ -305,6 +337,8 @@ impl Session {
             routing: Mutex::new(Routing::default()),
             init: OnceLock::new(),
             log_level: Mutex::new(None),
+            unsolicited: spec.config.unsolicited,
+            static_roots: serde_json::to_value(&spec.config.static_roots).unwrap_or_default(),
         });
         let reader = tokio::spawn(read_loop(core.clone(), rx));
         let now = Instant::now();
@@ -440,13 +474,22 @@ impl Session {
     }
 
     /// Starts the call that owns the session's server requests and notifications until it ends.
+    /// An interruptible call also receives the server requests deferred while the session was
+    /// idle, so they reach a client in its first round.
     pub fn start_call(
         &self,
         method: &str,
         params: Option<Value>,
+        interruptible: bool,
     ) -> Result<ActiveCall, BackendError> {
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
-        let id = self.core.send_request(method, params, tx, true)?;
+        let id = self.core.send_request(method, params, tx.clone(), true)?;
+        if interruptible {
+            let deferred = std::mem::take(&mut self.core.routing().deferred);
+            for (id, method, params) in deferred {
+                let _ = tx.try_send(CallEvent::ServerRequest { id, method, params });
+            }
+        }
         Ok(ActiveCall {
             core: self.core.clone(),
             id,

@@ -8,7 +8,6 @@
 //! Tasks: the accept loop (owned by [`RunningGateway`]) and one task per connection, tracked in
 //! a `JoinSet` that the accept loop drains at shutdown.
 
-pub mod call;
 pub mod translate;
 pub mod validate;
 
@@ -31,16 +30,20 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use self::call::{CallDriver, CallSetup, Step};
 use self::validate::{Inbound, OriginPolicy, RequestMeta, SUPPORTED_VERSIONS};
 use crate::backend::pool::{capability_profile, Pool, PoolKey};
 use crate::backend::BackendSpec;
 use crate::config::{Config, RouteConfig};
 use crate::error::GatewayError;
+use crate::error::StateRejection;
 use crate::jsonrpc;
+use crate::mrtr::call::{CallDriver, RequestScope};
+use crate::mrtr::state::{params_digest, KeyRing};
+use crate::mrtr::{Bridge, CallBinding, Event, Outcome, Redeemed};
 
 /// The principal of unauthenticated requests.
 pub const ANONYMOUS: &str = "anonymous";
@@ -56,6 +59,8 @@ pub enum StartError {
         name: String,
         source: crate::backend::BackendError,
     },
+    #[error("requestState keys: {0}")]
+    Keys(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -77,6 +82,8 @@ pub struct Gateway {
     max_body_bytes: usize,
     keep_alive: Duration,
     progress_tokens: AtomicU64,
+    bridge: Arc<Bridge>,
+    drain_timeout: Duration,
 }
 
 fn full(bytes: impl Into<Bytes>) -> Body {
@@ -109,6 +116,74 @@ fn sse_frame(message: &Value) -> Bytes {
     Bytes::from(format!("event: message\ndata: {message}\n\n"))
 }
 
+/// How the outcome of one front request is written.
+struct Reply {
+    route: Arc<Route>,
+    id: Value,
+    method: String,
+    /// A retry's result must not be cached.
+    retry: bool,
+}
+
+impl Reply {
+    fn message(&self, outcome: Outcome) -> (Value, StatusCode) {
+        let server_info = self
+            .route
+            .pool
+            .cached_init()
+            .and_then(|init| init.get("serverInfo").cloned());
+        match outcome {
+            Outcome::Complete(result) => {
+                let stamped = translate::stamp_result(
+                    &self.method,
+                    result,
+                    &self.route.config,
+                    server_info.as_ref(),
+                    self.retry,
+                );
+                (
+                    jsonrpc::result_response(self.id.clone(), stamped),
+                    StatusCode::OK,
+                )
+            }
+            Outcome::InputRequired(result) => {
+                let stamped = translate::stamp_interim(result, server_info.as_ref());
+                (
+                    jsonrpc::result_response(self.id.clone(), stamped),
+                    StatusCode::OK,
+                )
+            }
+            Outcome::Error(error) => (
+                jsonrpc::error_response(Some(self.id.clone()), &error.to_jsonrpc()),
+                error.http_status(),
+            ),
+        }
+    }
+
+    fn json(&self, outcome: Outcome) -> Response<Body> {
+        let (message, status) = self.message(outcome);
+        json_response(status, &message)
+    }
+
+    /// A re-sent retry: the outcome of the first one, under this request's id.
+    async fn attach(
+        self,
+        mut outcome: watch::Receiver<Option<Outcome>>,
+        wait: Duration,
+    ) -> Response<Body> {
+        let ready = tokio::time::timeout(wait, outcome.wait_for(Option::is_some)).await;
+        match ready {
+            Ok(Ok(done)) => match done.clone() {
+                Some(outcome) => self.json(outcome),
+                None => self.json(Outcome::Error(GatewayError::Internal("no outcome".into()))),
+            },
+            _ => self.json(Outcome::Error(GatewayError::BackendTimeout(
+                "the original retry did not finish".into(),
+            ))),
+        }
+    }
+}
+
 impl Gateway {
     pub fn new(config: &Config) -> Result<Arc<Self>, StartError> {
         let mut pools: HashMap<&str, Arc<Pool>> = HashMap::new();
@@ -137,6 +212,21 @@ impl Gateway {
                 }),
             );
         }
+        let keys = config
+            .mrtr
+            .key_list()
+            .map_err(|e| StartError::Keys(e.to_string()))?;
+        let keys = if keys.is_empty() {
+            KeyRing::ephemeral()
+        } else {
+            KeyRing::from_base64(&keys).map_err(|e| StartError::Keys(e.to_string()))?
+        };
+        let instance = config
+            .mrtr
+            .instance_id
+            .clone()
+            .unwrap_or_else(crate::mrtr::state::random_id);
+        let bridge = Bridge::new(config.mrtr.clone(), keys, instance);
         let listen_is_loopback = config.server.listen.ip().is_loopback();
         Ok(Arc::new(Self {
             routes,
@@ -149,6 +239,8 @@ impl Gateway {
             max_body_bytes: config.server.max_body_bytes,
             keep_alive: config.server.sse_keep_alive,
             progress_tokens: AtomicU64::new(1),
+            bridge,
+            drain_timeout: config.server.drain_timeout,
         }))
     }
 
@@ -268,6 +360,59 @@ impl Gateway {
         params: Map<String, Value>,
         meta: RequestMeta,
     ) -> Result<Response<Body>, GatewayError> {
+        let interruptible = translate::is_interruptible(method);
+        let binding = CallBinding {
+            route: route.config.path.clone(),
+            principal: ANONYMOUS.to_string(),
+            method: method.to_string(),
+            params_digest: params_digest(method, &params),
+            error_context: json!({ "uri": params.get("uri") }),
+        };
+        let mut scope = RequestScope {
+            client_capabilities: meta.client_capabilities.clone(),
+            client_progress_token: meta.progress_token.clone(),
+            log_level: meta.log_level.clone(),
+            preanswers: Map::new(),
+        };
+        let reply = Reply {
+            route: route.clone(),
+            id,
+            method: method.to_string(),
+            retry: false,
+        };
+        if interruptible {
+            let answers = match params.get("inputResponses") {
+                None => Map::new(),
+                Some(Value::Object(answers)) => answers.clone(),
+                Some(_) => {
+                    return Err(GatewayError::invalid_params(
+                        "inputResponses must be an object",
+                    ))
+                }
+            };
+            match params.get("requestState") {
+                None => scope.preanswers = answers,
+                Some(Value::String(token)) => {
+                    let reply = Reply {
+                        retry: true,
+                        ..reply
+                    };
+                    return match self.bridge.redeem(&binding, token, &answers, scope)? {
+                        Redeemed::Fresh(events) => Ok(self.respond(reply, events).await),
+                        Redeemed::Duplicate(outcome) => {
+                            let wait = route.request_timeout + self.bridge.config().round_wait;
+                            Ok(reply.attach(outcome, wait).await)
+                        }
+                    };
+                }
+                Some(_) => {
+                    return Err(GatewayError::BadState {
+                        reason: StateRejection::Malformed,
+                    })
+                }
+            }
+        }
+
         let profile = capability_profile(&meta.client_capabilities);
         let key = PoolKey::new(ANONYMOUS, &profile);
         let lease = route.pool.acquire(&key, &profile).await?;
@@ -275,24 +420,10 @@ impl Gateway {
             .session()
             .ok_or_else(|| GatewayError::Internal("lease without session".into()))?;
         let init = session.init_result();
-        let backend_capabilities = init.get("capabilities");
         if let Some(capability) = translate::required_backend_capability(method) {
-            if backend_capabilities
-                .and_then(|c| c.get(capability))
-                .is_none()
-            {
+            let declared = init.get("capabilities").and_then(|c| c.get(capability));
+            if declared.is_none() {
                 return Err(GatewayError::method_not_found(method));
-            }
-        }
-        if let Some(level) = &meta.log_level {
-            if backend_capabilities
-                .and_then(|c| c.get("logging"))
-                .is_some()
-            {
-                session
-                    .ensure_log_level(level, route.request_timeout)
-                    .await
-                    .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))?;
             }
         }
         let backend_progress_token = meta.progress_token.as_ref().map(|_| {
@@ -301,44 +432,57 @@ impl Gateway {
                 self.progress_tokens.fetch_add(1, Ordering::Relaxed)
             )
         });
-        let error_context = json!({ "uri": params.get("uri") });
         let backend_params =
             translate::backend_params(method, params, backend_progress_token.as_deref());
         let call = session
-            .start_call(method, Some(backend_params))
+            .start_call(method, Some(backend_params), interruptible)
             .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))?;
-        let setup = CallSetup {
-            route: route.clone(),
-            id,
-            method: method.to_string(),
-            params: error_context,
-            server_info: init.get("serverInfo").cloned(),
-            client_progress_token: meta.progress_token,
+        let driver = CallDriver::new(
+            call,
+            lease,
+            interruptible,
             backend_progress_token,
-            log_level: meta.log_level,
-        };
-        let mut driver = CallDriver::new(call, lease, setup);
-        match driver.next_step().await {
-            Step::Done { message, status } => Ok(json_response(status, &message)),
-            Step::Notify(first) => Ok(self.sse_response(first, driver)),
-        }
+            scope,
+            route.request_timeout,
+            self.bridge.config().settle_window,
+        );
+        // The level is set on the exclusive session before the backend does anything for us.
+        driver.apply_log_level(route.request_timeout).await?;
+        let events = self.bridge.drive(driver, binding, true);
+        Ok(self.respond(reply, events).await)
     }
 
-    /// Streams the rest of a call as SSE; closing the stream drops the driver, which cancels the
-    /// backend request.
-    fn sse_response(&self, first: Value, driver: CallDriver) -> Response<Body> {
+    /// JSON when the outcome comes first; SSE when notifications precede it. Closing the stream
+    /// drops the receiver, which cancels a first call on the backend.
+    async fn respond(&self, reply: Reply, mut events: mpsc::Receiver<Event>) -> Response<Body> {
+        let first = match events.recv().await {
+            Some(Event::Notify(message)) => message,
+            Some(Event::Done(outcome)) => return reply.json(outcome),
+            None => {
+                return error_response(
+                    Some(reply.id),
+                    &GatewayError::Internal("call ended without an outcome".into()),
+                )
+            }
+        };
         let mut keep_alive = tokio::time::interval(self.keep_alive);
         keep_alive.reset();
         let first = stream::once(async move { sse_frame(&first) });
-        let rest = stream::unfold(Some((driver, keep_alive)), |state| async move {
-            let (mut driver, mut keep_alive) = state?;
+        let rest = stream::unfold(Some((events, keep_alive, reply)), |state| async move {
+            let (mut events, mut keep_alive, reply) = state?;
             tokio::select! {
-                step = driver.next_step() => match step {
-                    Step::Notify(message) => Some((sse_frame(&message), Some((driver, keep_alive)))),
-                    Step::Done { message, .. } => Some((sse_frame(&message), None)),
+                event = events.recv() => match event {
+                    Some(Event::Notify(message)) => {
+                        Some((sse_frame(&message), Some((events, keep_alive, reply))))
+                    }
+                    Some(Event::Done(outcome)) => {
+                        let (message, _) = reply.message(outcome);
+                        Some((sse_frame(&message), None))
+                    }
+                    None => None,
                 },
                 _ = keep_alive.tick() => {
-                    Some((Bytes::from_static(b": keep-alive\n\n"), Some((driver, keep_alive))))
+                    Some((Bytes::from_static(b": keep-alive\n\n"), Some((events, keep_alive, reply))))
                 }
             }
         });
@@ -354,8 +498,14 @@ impl Gateway {
         response
     }
 
-    /// Closes every backend session politely.
+    /// Calls held right now, waiting for a retry.
+    pub fn held_calls(&self) -> usize {
+        self.bridge.held_count()
+    }
+
+    /// Ends held calls, then closes every backend session politely.
     pub async fn close_backends(&self) {
+        self.bridge.shutdown(self.drain_timeout).await;
         for pool in &self.pools {
             pool.shutdown().await;
         }

@@ -20,6 +20,11 @@ pub fn is_cacheable(method: &str) -> bool {
     )
 }
 
+/// Methods that may answer `input_required` (and so be held and retried).
+pub fn is_interruptible(method: &str) -> bool {
+    matches!(method, "tools/call" | "prompts/get" | "resources/read")
+}
+
 /// Methods the gateway forwards to the backend.
 pub fn is_forwarded(method: &str) -> bool {
     matches!(
@@ -79,6 +84,7 @@ pub fn stamp_result(
     result: Value,
     route: &RouteConfig,
     server_info: Option<&Value>,
+    retry: bool,
 ) -> Value {
     let mut result = match result {
         Value::Object(map) => map,
@@ -99,8 +105,14 @@ pub fn stamp_result(
         }
     }
     if is_cacheable(method) {
-        result.insert("ttlMs".into(), json!(route.ttl_ms));
-        result.insert("cacheScope".into(), json!(route.cache_scope.as_str()));
+        // Results of retries must not be cached, yet the fields are required.
+        let (ttl, scope) = if retry {
+            (0, "private")
+        } else {
+            (route.ttl_ms, route.cache_scope.as_str())
+        };
+        result.insert("ttlMs".into(), json!(ttl));
+        result.insert("cacheScope".into(), json!(scope));
     }
     if method == "tools/list" {
         if let Some(Value::Array(tools)) = result.get_mut("tools") {
@@ -116,6 +128,18 @@ pub fn stamp_result(
                 }
             }
         }
+    }
+    Value::Object(result)
+}
+
+/// An `InputRequiredResult` gets the server's identity and nothing else: no cache hints.
+pub fn stamp_interim(result: Value, server_info: Option<&Value>) -> Value {
+    let mut result = match result {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    if let Some(info) = server_info {
+        result.insert("_meta".into(), json!({ META_SERVER_INFO: info }));
     }
     Value::Object(result)
 }
@@ -153,6 +177,7 @@ pub fn discover_result(init: &Value, route: &RouteConfig) -> Value {
         Value::Object(result),
         route,
         init.get("serverInfo"),
+        false,
     )
 }
 
@@ -215,6 +240,7 @@ mod tests {
             ]}),
             &route(),
             Some(&info),
+            false,
         );
         assert_eq!(out["resultType"], "complete");
         assert_eq!(out["ttlMs"], 5);
@@ -222,8 +248,20 @@ mod tests {
         assert_eq!(out["_meta"][META_SERVER_INFO], info);
         assert_eq!(out["tools"], json!([{"name": "a"}]));
 
-        let call = stamp_result("tools/call", json!({"content": []}), &route(), None);
+        let call = stamp_result("tools/call", json!({"content": []}), &route(), None, false);
         assert_eq!(call, json!({"content": [], "resultType": "complete"}));
+
+        let read = stamp_result(
+            "resources/read",
+            json!({"contents": []}),
+            &route(),
+            None,
+            true,
+        );
+        assert_eq!(
+            (read["ttlMs"].clone(), read["cacheScope"].clone()),
+            (json!(0), json!("private"))
+        );
     }
 
     #[test]

@@ -1,0 +1,349 @@
+//! One backend call, across every front request that touches it (the first call and each
+//! retry): relays progress under the current request's token and logs at or above its level,
+//! gates server requests against the current request's capabilities, gathers surfaced ones into
+//! rounds (batched within the settle window), delivers validated answers, and enforces the
+//! request timeout and the per-round wait.
+//!
+//! Dropping a [`CallDriver`] whose call is unfinished cancels the backend request
+//! (`notifications/cancelled`); the session then returns to the pool.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use super::inputs::{assign_key, gate, validate_answer, Gate, InputKind, PendingInput};
+use crate::backend::pool::Lease;
+use crate::backend::session::{answer_locally, ActiveCall, CallEvent};
+use crate::error::GatewayError;
+use crate::front::validate::log_level_rank;
+use crate::jsonrpc::{self, JsonRpcError};
+
+/// What the current front request sees next.
+#[derive(Debug)]
+pub enum Step {
+    /// A notification for the current response stream.
+    Notify(Value),
+    /// The backend's answer.
+    Final(Result<Value, JsonRpcError>),
+    /// The call cannot be answered (timeout, backend lost, capability missing).
+    Failed(GatewayError),
+    /// A round is ready (or nothing happened within the round wait): park the call.
+    InputRequired,
+}
+
+/// What one front request declared that shapes what it may see.
+#[derive(Debug, Clone, Default)]
+pub struct RequestScope {
+    pub client_capabilities: Value,
+    pub client_progress_token: Option<Value>,
+    pub log_level: Option<String>,
+    /// `inputResponses` sent with a first call: answers used when a request with that key
+    /// arrives.
+    pub preanswers: Map<String, Value>,
+}
+
+pub struct CallDriver {
+    // Declared before `lease`: an unfinished call is cancelled before its session is returned.
+    call: ActiveCall,
+    lease: Lease,
+    interruptible: bool,
+    backend_progress_token: Option<String>,
+    scope: RequestScope,
+    log_rank: Option<usize>,
+    deadline: Instant,
+    timeout: Duration,
+    settle: Duration,
+    settle_deadline: Option<Instant>,
+    idle_deadline: Option<Instant>,
+    /// Surfaced inputs not answered yet.
+    outstanding: Vec<PendingInput>,
+    /// Capabilities the backend asked for that this request did not declare.
+    refused: Option<Value>,
+    keys_used: HashSet<String>,
+    key_counter: u32,
+    /// Rounds completed so far.
+    pub round: u32,
+}
+
+/// Answers checked against the inputs they answer, ready for the backend.
+pub struct ValidatedAnswers(Vec<(String, Value)>);
+
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                merge(a.entry(k).or_insert_with(|| json!({})), v);
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+impl CallDriver {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        call: ActiveCall,
+        lease: Lease,
+        interruptible: bool,
+        backend_progress_token: Option<String>,
+        scope: RequestScope,
+        timeout: Duration,
+        settle: Duration,
+    ) -> Self {
+        let log_rank = scope.log_level.as_deref().and_then(log_level_rank);
+        Self {
+            call,
+            lease,
+            interruptible,
+            backend_progress_token,
+            scope,
+            log_rank,
+            deadline: Instant::now() + timeout,
+            timeout,
+            settle,
+            settle_deadline: None,
+            idle_deadline: None,
+            outstanding: Vec::new(),
+            refused: None,
+            keys_used: HashSet::new(),
+            key_counter: 0,
+            round: 0,
+        }
+    }
+
+    /// The inputs of the round to surface now (everything not yet answered).
+    pub fn input_requests(&self) -> Map<String, Value> {
+        self.outstanding
+            .iter()
+            .map(|p| (p.key.clone(), p.request.clone()))
+            .collect()
+    }
+
+    pub fn session_alive(&self) -> bool {
+        self.lease.session().is_some_and(|s| s.is_alive())
+    }
+
+    /// Marks the current round as handed to the client.
+    pub fn parked(&mut self) {
+        self.round += 1;
+        self.settle_deadline = None;
+        self.idle_deadline = None;
+    }
+
+    /// Checks a retry's `inputResponses` against the outstanding inputs without changing
+    /// anything. Unknown keys are ignored; missing keys stay outstanding.
+    pub fn validate_answers(
+        &self,
+        answers: &Map<String, Value>,
+    ) -> Result<ValidatedAnswers, GatewayError> {
+        let mut checked = Vec::new();
+        for input in &self.outstanding {
+            let Some(answer) = answers.get(&input.key) else {
+                continue;
+            };
+            let result =
+                validate_answer(input, answer).map_err(|problem| GatewayError::InvalidParams {
+                    message: format!("inputResponses[\"{}\"] {problem}", input.key),
+                    data: Some(json!({ "key": input.key })),
+                })?;
+            checked.push((input.key.clone(), result));
+        }
+        Ok(ValidatedAnswers(checked))
+    }
+
+    /// Resumes the call for a retry: the retry's scope applies from now on, answers go to the
+    /// backend (each exactly once), and the round wait starts.
+    pub fn resume(&mut self, scope: RequestScope, answers: ValidatedAnswers, round_wait: Duration) {
+        self.log_rank = scope.log_level.as_deref().and_then(log_level_rank);
+        self.scope = scope;
+        for (key, result) in answers.0 {
+            if let Some(pos) = self.outstanding.iter().position(|p| p.key == key) {
+                let input = self.outstanding.remove(pos);
+                if let Err(e) = self.call.respond(input.backend_id, Ok(result)) {
+                    tracing::debug!(error = %e, "delivering an answer failed");
+                }
+            }
+        }
+        let now = Instant::now();
+        self.deadline = now + self.timeout;
+        if self.outstanding.is_empty() {
+            self.idle_deadline = Some(now + round_wait);
+        } else {
+            // Ask again for what is still missing, after gathering what else arrives.
+            self.settle_deadline = Some(now + self.settle);
+        }
+    }
+
+    /// Answers every outstanding input as abandoned: elicitations are cancelled, other kinds
+    /// get an error. The call itself is cancelled when the driver is dropped.
+    pub fn abandon(&mut self, reason: &str) {
+        for input in self.outstanding.drain(..) {
+            let outcome = match input.kind {
+                InputKind::Elicitation => Ok(json!({ "action": "cancel" })),
+                _ => Err(JsonRpcError::new(
+                    jsonrpc::codes::INTERNAL_ERROR,
+                    format!("The client did not answer: {reason}"),
+                )),
+            };
+            let _ = self.call.respond(input.backend_id, outcome);
+        }
+    }
+
+    /// A session lease's log-level setting belongs to the current request.
+    pub async fn apply_log_level(&self, timeout: Duration) -> Result<(), GatewayError> {
+        let (Some(level), Some(session)) = (&self.scope.log_level, self.lease.session()) else {
+            return Ok(());
+        };
+        let has_logging = session
+            .init_result()
+            .get("capabilities")
+            .and_then(|c| c.get("logging"))
+            .is_some();
+        if has_logging {
+            session
+                .ensure_log_level(level, timeout)
+                .await
+                .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    fn on_server_request(&mut self, id: Value, method: String, params: Option<Value>) {
+        if !self.interruptible {
+            // This method cannot carry input_required: the client can never see the request.
+            let _ = self.call.respond(id, answer_locally(&method));
+            return;
+        }
+        match gate(&method, params.as_ref(), &self.scope.client_capabilities) {
+            None => {
+                let _ = self.call.respond(id, answer_locally(&method));
+            }
+            Some(Gate::Refuse { error, required }) => {
+                tracing::debug!(%method, "server request needs a capability the client did not declare");
+                let _ = self.call.respond(id, Err(error));
+                merge(self.refused.get_or_insert_with(|| json!({})), required);
+            }
+            Some(Gate::Surface { kind, request }) => {
+                let key = assign_key(
+                    params.as_ref(),
+                    kind,
+                    &self.keys_used,
+                    &mut self.key_counter,
+                );
+                self.keys_used.insert(key.clone());
+                let input = PendingInput {
+                    key,
+                    backend_id: id,
+                    kind,
+                    request,
+                    elicitation_id: params
+                        .as_ref()
+                        .and_then(|p| p.get("elicitationId"))
+                        .and_then(Value::as_str)
+                        .map(String::from),
+                };
+                if let Some(answer) = self.scope.preanswers.remove(&input.key) {
+                    if let Ok(result) = validate_answer(&input, &answer) {
+                        let _ = self.call.respond(input.backend_id, Ok(result));
+                        return;
+                    }
+                }
+                self.outstanding.push(input);
+                if self.settle_deadline.is_none() {
+                    self.settle_deadline = Some(Instant::now() + self.settle);
+                }
+            }
+        }
+    }
+
+    pub async fn next_step(&mut self) -> Step {
+        loop {
+            let wake = [
+                Some(self.deadline),
+                self.settle_deadline,
+                self.idle_deadline,
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(self.deadline);
+            let event = tokio::select! {
+                event = self.call.next_event() => event,
+                _ = tokio::time::sleep_until(wake.into()) => {
+                    let now = Instant::now();
+                    if self.settle_deadline.is_some_and(|d| d <= now) && !self.outstanding.is_empty() {
+                        return Step::InputRequired;
+                    }
+                    if self.idle_deadline.is_some_and(|d| d <= now) {
+                        return Step::InputRequired;
+                    }
+                    if self.deadline <= now {
+                        return Step::Failed(GatewayError::BackendTimeout(format!(
+                            "no answer within {:?}",
+                            self.timeout
+                        )));
+                    }
+                    self.settle_deadline = self.settle_deadline.filter(|d| *d > now);
+                    continue;
+                }
+            };
+            match event {
+                CallEvent::Progress(mut params) => {
+                    let (Some(client_token), Some(ours)) = (
+                        &self.scope.client_progress_token,
+                        &self.backend_progress_token,
+                    ) else {
+                        continue;
+                    };
+                    if params.get("progressToken").and_then(Value::as_str) != Some(ours.as_str()) {
+                        continue;
+                    }
+                    params["progressToken"] = client_token.clone();
+                    return Step::Notify(jsonrpc::notification(
+                        "notifications/progress",
+                        Some(params),
+                    ));
+                }
+                CallEvent::Log(params) => {
+                    let Some(wanted) = self.log_rank else {
+                        continue;
+                    };
+                    let rank = params
+                        .get("level")
+                        .and_then(Value::as_str)
+                        .and_then(log_level_rank);
+                    if rank.is_some_and(|r| r >= wanted) {
+                        return Step::Notify(jsonrpc::notification(
+                            "notifications/message",
+                            Some(params),
+                        ));
+                    }
+                }
+                CallEvent::ServerRequest { id, method, params } => {
+                    self.on_server_request(id, method, params);
+                }
+                CallEvent::ServerRequestCancelled { id } => {
+                    // The backend withdrew its question: never answer it, never ask it.
+                    self.outstanding.retain(|p| p.backend_id != id);
+                    if self.outstanding.is_empty() {
+                        self.settle_deadline = None;
+                    }
+                }
+                CallEvent::ElicitationComplete(_) => {}
+                CallEvent::Final(Err(error)) if self.refused.is_some() => {
+                    tracing::debug!(
+                        code = error.code,
+                        "call failed after a refused server request"
+                    );
+                    let required = self.refused.take().unwrap_or_else(|| json!({}));
+                    return Step::Failed(GatewayError::MissingCapability { required });
+                }
+                CallEvent::Final(outcome) => return Step::Final(outcome),
+                CallEvent::Failed(e) => {
+                    return Step::Failed(GatewayError::BackendUnavailable(e.to_string()));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,653 @@
+//! Input requests and their answers: which server requests may be surfaced to this request's
+//! client (capability gating), how they are named (keys) and cleaned into 2026-07-28
+//! `InputRequest`s, and validation of the client's `inputResponses` before anything reaches the
+//! backend.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Map, Value};
+
+use crate::jsonrpc::{codes, JsonRpcError};
+
+/// `_meta` key by which a backend may name an input.
+pub const INPUT_KEY_HINT: &str = "mrtr-gateway/inputKey";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    Elicitation,
+    Sampling,
+    Roots,
+}
+
+impl InputKind {
+    pub fn from_method(method: &str) -> Option<Self> {
+        match method {
+            "elicitation/create" => Some(Self::Elicitation),
+            "sampling/createMessage" => Some(Self::Sampling),
+            "roots/list" => Some(Self::Roots),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Elicitation => "elicitation",
+            Self::Sampling => "sampling",
+            Self::Roots => "roots",
+        }
+    }
+}
+
+/// A server request surfaced to the client, waiting for its answer.
+#[derive(Debug, Clone)]
+pub struct PendingInput {
+    pub key: String,
+    /// The backend's JSON-RPC id of its request.
+    pub backend_id: Value,
+    pub kind: InputKind,
+    /// The clean 2026-07-28 `InputRequest` (`{method, params}`).
+    pub request: Value,
+    /// URL-mode elicitation, kept server-side with its `elicitationId`.
+    pub elicitation_id: Option<String>,
+}
+
+impl PendingInput {
+    fn requested_schema(&self) -> Option<&Value> {
+        self.request.pointer("/params/requestedSchema")
+    }
+
+    fn is_url_mode(&self) -> bool {
+        self.request.pointer("/params/mode").and_then(Value::as_str) == Some("url")
+    }
+}
+
+/// Whether a server request may be shown to this request's client.
+pub enum Gate {
+    /// Surface this clean request.
+    Surface { kind: InputKind, request: Value },
+    /// Not declared by the client: the backend gets `error`; `required` feeds -32021.
+    Refuse {
+        error: JsonRpcError,
+        required: Value,
+    },
+}
+
+fn declared<'a>(caps: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter()
+        .try_fold(caps, |v, k| v.get(*k))
+        .filter(|v| v.is_object())
+}
+
+fn refuse(code: i64, message: &str, required: Value) -> Gate {
+    Gate::Refuse {
+        error: JsonRpcError::new(code, message),
+        required,
+    }
+}
+
+/// Checks a server request against the capabilities declared on *this* client request and
+/// builds the 2026-07-28 form of it (no `_meta`, `task`, `elicitationId`).
+pub fn gate(method: &str, params: Option<&Value>, client_caps: &Value) -> Option<Gate> {
+    let kind = InputKind::from_method(method)?;
+    let mut clean = match params {
+        Some(Value::Object(p)) => p.clone(),
+        _ => Map::new(),
+    };
+    clean.remove("_meta");
+    clean.remove("task");
+    let gate = match kind {
+        InputKind::Elicitation => {
+            clean.remove("elicitationId");
+            let url_mode = clean.get("mode").and_then(Value::as_str) == Some("url");
+            match declared(client_caps, &["elicitation"]).and_then(Value::as_object) {
+                None => refuse(
+                    codes::METHOD_NOT_FOUND,
+                    "Client does not support elicitation",
+                    json!({"elicitation": {}}),
+                ),
+                Some(modes) => {
+                    // `elicitation: {}` means form only.
+                    let form_ok = modes.contains_key("form") || modes.is_empty();
+                    let url_ok = modes.contains_key("url");
+                    if url_mode && !url_ok {
+                        refuse(
+                            codes::INVALID_PARAMS,
+                            "Client does not support URL-mode elicitation",
+                            json!({"elicitation": {"url": {}}}),
+                        )
+                    } else if !url_mode && !form_ok {
+                        refuse(
+                            codes::INVALID_PARAMS,
+                            "Client does not support form-mode elicitation",
+                            json!({"elicitation": {"form": {}}}),
+                        )
+                    } else {
+                        Gate::Surface {
+                            kind,
+                            request: json!({"method": method, "params": clean}),
+                        }
+                    }
+                }
+            }
+        }
+        InputKind::Sampling => {
+            let uses_tools = clean.contains_key("tools") || clean.contains_key("toolChoice");
+            match declared(client_caps, &["sampling"]) {
+                None => refuse(
+                    codes::METHOD_NOT_FOUND,
+                    "Client does not support sampling",
+                    json!({"sampling": {}}),
+                ),
+                Some(_)
+                    if uses_tools && declared(client_caps, &["sampling", "tools"]).is_none() =>
+                {
+                    refuse(
+                        codes::INVALID_PARAMS,
+                        "Client does not support tools in sampling",
+                        json!({"sampling": {"tools": {}}}),
+                    )
+                }
+                Some(_) => {
+                    let wide_context = matches!(
+                        clean.get("includeContext").and_then(Value::as_str),
+                        Some("thisServer" | "allServers")
+                    );
+                    if wide_context && declared(client_caps, &["sampling", "context"]).is_none() {
+                        // A client may ignore includeContext; the gateway, as the backend's
+                        // client, narrows it to what this client declared.
+                        clean.insert("includeContext".into(), json!("none"));
+                    }
+                    Gate::Surface {
+                        kind,
+                        request: json!({"method": method, "params": clean}),
+                    }
+                }
+            }
+        }
+        InputKind::Roots => match declared(client_caps, &["roots"]) {
+            None => refuse(
+                codes::METHOD_NOT_FOUND,
+                "Client does not support roots",
+                json!({"roots": {}}),
+            ),
+            Some(_) => Gate::Surface {
+                kind,
+                request: json!({"method": method}),
+            },
+        },
+    };
+    Some(gate)
+}
+
+fn valid_key(key: &str) -> bool {
+    (1..=64).contains(&key.len())
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// The key of a new input: the backend's hint when valid and unused, else `<kind>-<n>`.
+pub fn assign_key(
+    params: Option<&Value>,
+    kind: InputKind,
+    used: &HashSet<String>,
+    counter: &mut u32,
+) -> String {
+    if let Some(hint) = params
+        .and_then(|p| p.pointer(&format!("/_meta/{}", INPUT_KEY_HINT.replace('/', "~1"))))
+        .and_then(Value::as_str)
+    {
+        if valid_key(hint) && !used.contains(hint) {
+            return hint.to_string();
+        }
+    }
+    loop {
+        *counter += 1;
+        let key = format!("{}-{}", kind.as_str(), counter);
+        if !used.contains(&key) {
+            return key;
+        }
+    }
+}
+
+/// Checks one answer against the input it answers; returns the result to send the backend.
+pub fn validate_answer(input: &PendingInput, answer: &Value) -> Result<Value, String> {
+    let Value::Object(answer) = answer else {
+        return Err("must be an object".into());
+    };
+    match input.kind {
+        InputKind::Elicitation => validate_elicit_result(input, answer),
+        InputKind::Sampling => validate_sampling_result(answer),
+        InputKind::Roots => validate_roots_result(answer),
+    }
+}
+
+fn validate_elicit_result(
+    input: &PendingInput,
+    answer: &Map<String, Value>,
+) -> Result<Value, String> {
+    let action = answer
+        .get("action")
+        .and_then(Value::as_str)
+        .ok_or("\"action\" must be one of accept, decline, cancel")?;
+    match action {
+        "decline" | "cancel" => Ok(json!({ "action": action })),
+        "accept" if input.is_url_mode() => Ok(json!({ "action": "accept" })),
+        "accept" => {
+            let content = match answer.get("content") {
+                Some(Value::Object(c)) => c,
+                None => &Map::new(),
+                Some(_) => return Err("\"content\" must be an object".into()),
+            };
+            if let Some(schema) = input.requested_schema() {
+                validate_content(schema, content)?;
+            }
+            Ok(json!({ "action": "accept", "content": content }))
+        }
+        other => Err(format!(
+            "\"action\" must be one of accept, decline, cancel (got {other:?})"
+        )),
+    }
+}
+
+/// Form content against a flat `requestedSchema` (the primitive schemas the spec allows).
+fn validate_content(schema: &Value, content: &Map<String, Value>) -> Result<(), String> {
+    let properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        for name in required.iter().filter_map(Value::as_str) {
+            if !content.contains_key(name) {
+                return Err(format!("content is missing required field {name:?}"));
+            }
+        }
+    }
+    for (name, value) in content {
+        let Some(prop) = properties.get(name) else {
+            return Err(format!(
+                "content field {name:?} is not in the requested schema"
+            ));
+        };
+        validate_field(prop, value)
+            .map_err(|problem| format!("content field {name:?} {problem}"))?;
+    }
+    Ok(())
+}
+
+fn allowed_strings(schema: &Value) -> Option<Vec<&str>> {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        return Some(values.iter().filter_map(Value::as_str).collect());
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(options) = schema.get(key).and_then(Value::as_array) {
+            return Some(
+                options
+                    .iter()
+                    .filter_map(|o| o.get("const").and_then(Value::as_str))
+                    .collect(),
+            );
+        }
+    }
+    None
+}
+
+fn validate_field(prop: &Value, value: &Value) -> Result<(), String> {
+    let bound = |key: &str| prop.get(key).and_then(Value::as_f64);
+    match prop.get("type").and_then(Value::as_str) {
+        Some("string") => {
+            let s = value.as_str().ok_or("must be a string")?;
+            let len = s.chars().count() as f64;
+            if bound("minLength").is_some_and(|m| len < m) {
+                return Err("is shorter than minLength".into());
+            }
+            if bound("maxLength").is_some_and(|m| len > m) {
+                return Err("is longer than maxLength".into());
+            }
+            if let Some(allowed) = allowed_strings(prop) {
+                if !allowed.contains(&s) {
+                    return Err(format!("must be one of {allowed:?}"));
+                }
+            }
+            if let Some(format) = prop.get("format").and_then(Value::as_str) {
+                check_format(format, s)?;
+            }
+            Ok(())
+        }
+        Some(kind @ ("number" | "integer")) => {
+            let n = value.as_f64().ok_or("must be a number")?;
+            if kind == "integer" && n.fract() != 0.0 {
+                return Err("must be an integer".into());
+            }
+            if bound("minimum").is_some_and(|m| n < m) {
+                return Err("is below minimum".into());
+            }
+            if bound("maximum").is_some_and(|m| n > m) {
+                return Err("is above maximum".into());
+            }
+            Ok(())
+        }
+        Some("boolean") => value
+            .as_bool()
+            .map(|_| ())
+            .ok_or_else(|| "must be a boolean".into()),
+        Some("array") => {
+            let items = value.as_array().ok_or("must be an array")?;
+            let allowed = prop.get("items").and_then(allowed_strings);
+            for item in items {
+                let s = item.as_str().ok_or("must contain only strings")?;
+                if let Some(allowed) = &allowed {
+                    if !allowed.contains(&s) {
+                        return Err(format!("items must be among {allowed:?}"));
+                    }
+                }
+            }
+            let count = items.len() as f64;
+            if bound("minItems").is_some_and(|m| count < m) {
+                return Err("has fewer items than minItems".into());
+            }
+            if bound("maxItems").is_some_and(|m| count > m) {
+                return Err("has more items than maxItems".into());
+            }
+            Ok(())
+        }
+        // A schema the spec does not define: accept primitives only.
+        _ => match value {
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok(()),
+            _ => Err("must be a string, number or boolean".into()),
+        },
+    }
+}
+
+fn check_format(format: &str, s: &str) -> Result<(), String> {
+    let ok = match format {
+        "email" => s.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !s.contains(char::is_whitespace)
+        }),
+        "uri" => {
+            s.split_once(':').is_some_and(|(scheme, rest)| {
+                !rest.is_empty()
+                    && scheme
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphabetic())
+                    && scheme
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+            }) && !s.contains(char::is_whitespace)
+        }
+        "date" => is_date(s),
+        "date-time" => s
+            .split_once(['T', 't'])
+            .is_some_and(|(date, time)| is_date(date) && is_time(time)),
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("is not a valid {format}"))
+    }
+}
+
+fn digits(s: &str, n: usize) -> Option<u32> {
+    (s.len() == n && s.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| s.parse().ok())
+        .flatten()
+}
+
+fn is_date(s: &str) -> bool {
+    let mut parts = s.split('-');
+    match (
+        parts.next().and_then(|y| digits(y, 4)),
+        parts.next().and_then(|m| digits(m, 2)),
+        parts.next().and_then(|d| digits(d, 2)),
+        parts.next(),
+    ) {
+        (Some(_), Some(m), Some(d), None) => (1..=12).contains(&m) && (1..=31).contains(&d),
+        _ => false,
+    }
+}
+
+fn is_time(s: &str) -> bool {
+    // HH:MM:SS[.frac](Z|±HH:MM)
+    let (clock, zone) = match s.find(['Z', 'z', '+', '-']) {
+        Some(i) => s.split_at(i),
+        None => return false,
+    };
+    let clock = clock.split('.').next().unwrap_or_default();
+    let mut parts = clock.split(':');
+    let hms = (
+        parts.next().and_then(|h| digits(h, 2)),
+        parts.next().and_then(|m| digits(m, 2)),
+        parts.next().and_then(|s| digits(s, 2)),
+        parts.next(),
+    );
+    let clock_ok = matches!(hms, (Some(h), Some(m), Some(s), None) if h < 24 && m < 60 && s <= 60);
+    let zone_ok = zone.eq_ignore_ascii_case("z")
+        || (zone.len() == 6
+            && digits(&zone[1..3], 2).is_some_and(|h| h < 24)
+            && &zone[3..4] == ":"
+            && digits(&zone[4..6], 2).is_some_and(|m| m < 60));
+    clock_ok && zone_ok
+}
+
+fn validate_sampling_result(answer: &Map<String, Value>) -> Result<Value, String> {
+    match answer.get("role").and_then(Value::as_str) {
+        Some("user" | "assistant") => {}
+        _ => return Err("\"role\" must be \"user\" or \"assistant\"".into()),
+    }
+    if !answer.get("model").is_some_and(Value::is_string) {
+        return Err("\"model\" must be a string".into());
+    }
+    let blocks_ok = match answer.get("content") {
+        Some(Value::Object(block)) => block.get("type").is_some_and(Value::is_string),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .all(|b| b.get("type").is_some_and(Value::is_string)),
+        _ => false,
+    };
+    if !blocks_ok {
+        return Err("\"content\" must be a content block or an array of them".into());
+    }
+    if answer.get("stopReason").is_some_and(|r| !r.is_string()) {
+        return Err("\"stopReason\" must be a string".into());
+    }
+    Ok(Value::Object(answer.clone()))
+}
+
+fn validate_roots_result(answer: &Map<String, Value>) -> Result<Value, String> {
+    let roots = answer
+        .get("roots")
+        .and_then(Value::as_array)
+        .ok_or("\"roots\" must be an array")?;
+    for (i, root) in roots.iter().enumerate() {
+        let uri = root
+            .get("uri")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("roots[{i}].uri must be a string"))?;
+        if !uri.starts_with("file://") {
+            return Err(format!("roots[{i}].uri must be a file:// URI"));
+        }
+        if root.get("name").is_some_and(|n| !n.is_string()) {
+            return Err(format!("roots[{i}].name must be a string"));
+        }
+    }
+    Ok(Value::Object(answer.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn elicitation(schema: Value) -> PendingInput {
+        PendingInput {
+            key: "k".into(),
+            backend_id: json!(1),
+            kind: InputKind::Elicitation,
+            request: json!({"method": "elicitation/create", "params": {"message": "m", "requestedSchema": schema}}),
+            elicitation_id: None,
+        }
+    }
+
+    #[test]
+    fn gating_follows_this_requests_capabilities() {
+        let form = json!({"message": "m", "requestedSchema": {"type": "object"}, "_meta": {"x": 1}, "task": {}});
+        let url = json!({"mode": "url", "message": "m", "url": "https://e.example", "elicitationId": "e1"});
+        match gate(
+            "elicitation/create",
+            Some(&form),
+            &json!({"elicitation": {}}),
+        ) {
+            Some(Gate::Surface { request, .. }) => {
+                assert_eq!(
+                    request,
+                    json!({"method": "elicitation/create", "params": {"message": "m", "requestedSchema": {"type": "object"}}})
+                );
+            }
+            _ => panic!("form allowed by elicitation: {{}}"),
+        }
+        assert!(
+            matches!(gate("elicitation/create", Some(&url), &json!({"elicitation": {}})), Some(Gate::Refuse { required, .. }) if required == json!({"elicitation": {"url": {}}}))
+        );
+        match gate(
+            "elicitation/create",
+            Some(&url),
+            &json!({"elicitation": {"url": {}}}),
+        ) {
+            Some(Gate::Surface { request, .. }) => {
+                assert!(request["params"].get("elicitationId").is_none())
+            }
+            _ => panic!("url allowed"),
+        }
+        assert!(matches!(
+            gate(
+                "elicitation/create",
+                Some(&form),
+                &json!({"elicitation": {"url": {}}})
+            ),
+            Some(Gate::Refuse { .. })
+        ));
+        assert!(
+            matches!(gate("sampling/createMessage", Some(&json!({"tools": []})), &json!({"sampling": {}})), Some(Gate::Refuse { required, .. }) if required == json!({"sampling": {"tools": {}}}))
+        );
+        assert!(matches!(
+            gate("roots/list", None, &json!({})),
+            Some(Gate::Refuse { .. })
+        ));
+        match gate(
+            "sampling/createMessage",
+            Some(&json!({"includeContext": "allServers", "maxTokens": 5})),
+            &json!({"sampling": {}}),
+        ) {
+            Some(Gate::Surface { request, .. }) => {
+                assert_eq!(request["params"]["includeContext"], "none")
+            }
+            _ => panic!("sampling allowed"),
+        }
+        assert!(gate("ping", None, &json!({})).is_none());
+    }
+
+    #[test]
+    fn keys_use_valid_unique_hints() {
+        let mut used = HashSet::new();
+        let mut n = 0;
+        let hinted = json!({"_meta": {"mrtr-gateway/inputKey": "user_name"}});
+        assert_eq!(
+            assign_key(Some(&hinted), InputKind::Elicitation, &used, &mut n),
+            "user_name"
+        );
+        used.insert("user_name".to_string());
+        assert_eq!(
+            assign_key(Some(&hinted), InputKind::Elicitation, &used, &mut n),
+            "elicitation-1"
+        );
+        let bad = json!({"_meta": {"mrtr-gateway/inputKey": "has space"}});
+        assert_eq!(
+            assign_key(Some(&bad), InputKind::Roots, &used, &mut n),
+            "roots-2"
+        );
+    }
+
+    #[test]
+    fn elicitation_answers_are_checked_against_the_schema() {
+        let input = elicitation(json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 2},
+                "age": {"type": "integer", "minimum": 0},
+                "email": {"type": "string", "format": "email"},
+                "color": {"type": "string", "enum": ["red", "blue"]},
+                "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "maxItems": 2},
+                "born": {"type": "string", "format": "date"}
+            },
+            "required": ["name"]
+        }));
+        let ok = json!({"action": "accept", "content": {"name": "Al", "age": 3, "email": "a@b.co", "color": "red", "tags": ["a"], "born": "2020-02-29"}});
+        assert!(validate_answer(&input, &ok).is_ok());
+        for bad in [
+            json!({"action": "accept", "content": {}}),
+            json!({"action": "accept", "content": {"name": 5}}),
+            json!({"action": "accept", "content": {"name": "A"}}),
+            json!({"action": "accept", "content": {"name": "Al", "age": 1.5}}),
+            json!({"action": "accept", "content": {"name": "Al", "age": -1}}),
+            json!({"action": "accept", "content": {"name": "Al", "email": "nope"}}),
+            json!({"action": "accept", "content": {"name": "Al", "color": "green"}}),
+            json!({"action": "accept", "content": {"name": "Al", "tags": ["a", "b", "a"]}}),
+            json!({"action": "accept", "content": {"name": "Al", "born": "2020-13-01"}}),
+            json!({"action": "accept", "content": {"name": "Al", "extra": 1}}),
+            json!({"action": "maybe"}),
+            json!(null),
+            json!("accept"),
+        ] {
+            assert!(validate_answer(&input, &bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            validate_answer(&input, &json!({"action": "decline", "content": {"x": 1}})).unwrap(),
+            json!({"action": "decline"})
+        );
+    }
+
+    #[test]
+    fn sampling_and_roots_answers_are_checked() {
+        let sampling = PendingInput {
+            kind: InputKind::Sampling,
+            ..elicitation(json!({}))
+        };
+        let ok = json!({"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m", "stopReason": "endTurn"});
+        assert_eq!(validate_answer(&sampling, &ok).unwrap(), ok);
+        assert!(validate_answer(
+            &sampling,
+            &json!({"role": "assistant", "content": "hi", "model": "m"})
+        )
+        .is_err());
+        assert!(validate_answer(
+            &sampling,
+            &json!({"role": "bot", "content": {"type": "text"}, "model": "m"})
+        )
+        .is_err());
+        let roots = PendingInput {
+            kind: InputKind::Roots,
+            ..elicitation(json!({}))
+        };
+        assert!(validate_answer(
+            &roots,
+            &json!({"roots": [{"uri": "file:///tmp", "name": "t"}]})
+        )
+        .is_ok());
+        assert!(validate_answer(&roots, &json!({"roots": [{"uri": "http://x"}]})).is_err());
+        assert!(validate_answer(&roots, &json!({"roots": "x"})).is_err());
+    }
+
+    #[test]
+    fn date_time_formats() {
+        assert!(check_format("date-time", "2026-07-28T10:00:00Z").is_ok());
+        assert!(check_format("date-time", "2026-07-28T10:00:00.5+02:00").is_ok());
+        assert!(check_format("date-time", "2026-07-28 10:00").is_err());
+        assert!(check_format("uri", "https://x.example/a").is_ok());
+        assert!(check_format("uri", "no scheme").is_err());
+    }
+}

@@ -1,0 +1,354 @@
+//! The MRTR bridge: a backend call that asks its client something (2025-11-25 server requests)
+//! becomes a 2026-07-28 `input_required` round; the call is held meanwhile in a table indexed by
+//! a random id sealed into `requestState`; the client's retry redeems it, once.
+//!
+//! - [`call`] drives one backend call across rounds;
+//! - [`inputs`] gates, names and cleans surfaced requests and validates answers;
+//! - [`state`] seals and opens `requestState`.
+//!
+//! Redemption order (design invariant 3): open and verify the state (integrity, expiry, owner,
+//! route, principal, method, params digest, round), validate every answer, and only then take the
+//! held call out of the table. A rejected retry leaves the call held and sends the backend
+//! nothing. A re-sent retry with the same answers attaches to the outcome of the first one
+//! (invariant 4), so the backend sees each answer exactly once.
+//!
+//! Tasks: each call runs in a task tracked by the bridge, ending with its outcome (or, for a
+//! first call, when the client goes away); one sweeper task ends abandoned rounds. Both stop at
+//! [`Bridge::shutdown`].
+
+pub mod call;
+pub mod inputs;
+pub mod state;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+use serde_json::{json, Map, Value};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use self::call::{CallDriver, RequestScope, Step};
+use self::state::{now_ms, principal_digest, random_id, KeyRing, StatePayload};
+use crate::config::MrtrConfig;
+use crate::error::{GatewayError, StateRejection};
+
+/// How a call ended for the front request that waits on it.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    /// The backend's result, not yet stamped.
+    Complete(Value),
+    Error(GatewayError),
+    /// An `InputRequiredResult` (without `_meta`).
+    InputRequired(Value),
+}
+
+/// What a front request receives from the call it waits on.
+#[derive(Debug)]
+pub enum Event {
+    Notify(Value),
+    Done(Outcome),
+}
+
+/// What ties a call to the request that may resume it.
+#[derive(Debug, Clone)]
+pub struct CallBinding {
+    pub route: String,
+    pub principal: String,
+    pub method: String,
+    pub params_digest: String,
+    /// Params that error rewriting may need (e.g. the `uri` of a missing resource).
+    pub error_context: Value,
+}
+
+struct HeldCall {
+    driver: CallDriver,
+    binding: CallBinding,
+    round: u32,
+    expires: Instant,
+}
+
+struct Redemption {
+    answers_digest: String,
+    created: Instant,
+    outcome: watch::Sender<Option<Outcome>>,
+}
+
+/// A retry that passed every check.
+pub enum Redeemed {
+    /// This retry took the held call; its events follow.
+    Fresh(mpsc::Receiver<Event>),
+    /// The same retry was already redeemed; wait for its outcome.
+    Duplicate(watch::Receiver<Option<Outcome>>),
+}
+
+pub struct Bridge {
+    config: MrtrConfig,
+    keys: KeyRing,
+    instance: String,
+    held: DashMap<String, HeldCall>,
+    redemptions: DashMap<String, Arc<Redemption>>,
+    tasks: TaskTracker,
+    stop: CancellationToken,
+}
+
+const EVENT_BUFFER: usize = 64;
+
+impl Bridge {
+    pub fn new(config: MrtrConfig, keys: KeyRing, instance: String) -> Arc<Self> {
+        let bridge = Arc::new(Self {
+            config,
+            keys,
+            instance,
+            held: DashMap::new(),
+            redemptions: DashMap::new(),
+            tasks: TaskTracker::new(),
+            stop: CancellationToken::new(),
+        });
+        bridge.tasks.spawn(sweep(
+            Arc::downgrade(&bridge),
+            bridge.stop.clone(),
+            bridge.sweep_interval(),
+        ));
+        bridge
+    }
+
+    fn sweep_interval(&self) -> Duration {
+        (self.config.held_ttl / 8).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
+
+    pub fn config(&self) -> &MrtrConfig {
+        &self.config
+    }
+
+    /// Calls held right now, waiting for a retry.
+    pub fn held_count(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Runs `driver` to its next outcome in a task. With `cancel_on_disconnect`, the call is
+    /// cancelled when the receiver is dropped (a first call whose client went away); a redeemed
+    /// retry runs on, so a re-sent retry can still collect the outcome.
+    pub fn drive(
+        self: &Arc<Self>,
+        driver: CallDriver,
+        binding: CallBinding,
+        cancel_on_disconnect: bool,
+    ) -> mpsc::Receiver<Event> {
+        self.drive_recorded(driver, binding, cancel_on_disconnect, None)
+    }
+
+    fn drive_recorded(
+        self: &Arc<Self>,
+        driver: CallDriver,
+        binding: CallBinding,
+        cancel_on_disconnect: bool,
+        record: Option<Arc<Redemption>>,
+    ) -> mpsc::Receiver<Event> {
+        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        let bridge = self.clone();
+        self.tasks.spawn(async move {
+            let outcome = tokio::select! {
+                outcome = bridge.run(driver, binding, &tx) => outcome,
+                _ = tx.closed(), if cancel_on_disconnect => return,
+            };
+            if let Some(record) = record {
+                record.outcome.send_replace(Some(outcome.clone()));
+            }
+            let _ = tx.send(Event::Done(outcome)).await;
+        });
+        rx
+    }
+
+    async fn run(
+        self: &Arc<Self>,
+        mut driver: CallDriver,
+        binding: CallBinding,
+        tx: &mpsc::Sender<Event>,
+    ) -> Outcome {
+        loop {
+            match driver.next_step().await {
+                Step::Notify(message) => {
+                    // A client that left misses notifications, not the outcome.
+                    if !tx.is_closed() {
+                        let _ = tx.send(Event::Notify(message)).await;
+                    }
+                }
+                Step::Final(Ok(result)) => return Outcome::Complete(result),
+                Step::Final(Err(error)) => {
+                    return Outcome::Error(GatewayError::from_backend(
+                        error,
+                        &binding.method,
+                        &binding.error_context,
+                    ))
+                }
+                Step::Failed(error) => return Outcome::Error(error),
+                Step::InputRequired => return self.park(driver, binding),
+            }
+        }
+    }
+
+    /// Holds the call and returns the `InputRequiredResult` that names it.
+    fn park(&self, mut driver: CallDriver, binding: CallBinding) -> Outcome {
+        if driver.round >= self.config.max_rounds {
+            driver.abandon("round limit reached");
+            return Outcome::Error(GatewayError::BadState {
+                reason: StateRejection::RoundLimit,
+            });
+        }
+        if self.held.len() >= self.config.max_held {
+            driver.abandon("gateway holds too many calls");
+            return Outcome::Error(GatewayError::TooManyHeld(format!(
+                "{} calls are waiting for input",
+                self.held.len()
+            )));
+        }
+        driver.parked();
+        let held_id = random_id();
+        let payload = StatePayload {
+            held_id: held_id.clone(),
+            owner: self.instance.clone(),
+            route: binding.route.clone(),
+            principal: principal_digest(&binding.principal),
+            method: binding.method.clone(),
+            params_digest: binding.params_digest.clone(),
+            round: driver.round,
+            expires_ms: now_ms() + self.config.held_ttl.as_millis() as u64,
+        };
+        let token = self.keys.seal(&payload);
+        let requests = driver.input_requests();
+        let mut result = Map::new();
+        result.insert("resultType".into(), json!("input_required"));
+        if !requests.is_empty() {
+            result.insert("inputRequests".into(), Value::Object(requests));
+        }
+        result.insert("requestState".into(), json!(token));
+        tracing::debug!(method = %binding.method, round = driver.round, "call held for input");
+        let round = driver.round;
+        self.held.insert(
+            held_id,
+            HeldCall {
+                driver,
+                binding,
+                round,
+                expires: Instant::now() + self.config.held_ttl,
+            },
+        );
+        Outcome::InputRequired(Value::Object(result))
+    }
+
+    /// Verifies a retry and, if everything holds, resumes its call with the answers.
+    pub fn redeem(
+        self: &Arc<Self>,
+        binding: &CallBinding,
+        token: &str,
+        answers: &Map<String, Value>,
+        scope: RequestScope,
+    ) -> Result<Redeemed, GatewayError> {
+        let reject = |reason| GatewayError::BadState { reason };
+        let payload = self.keys.open(token).map_err(reject)?;
+        if payload.expires_ms < now_ms() {
+            return Err(reject(StateRejection::Expired));
+        }
+        if payload.owner != self.instance {
+            return Err(reject(StateRejection::ConsumedOrUnknown));
+        }
+        if payload.principal != principal_digest(&binding.principal) {
+            return Err(reject(StateRejection::PrincipalMismatch));
+        }
+        if payload.route != binding.route
+            || payload.method != binding.method
+            || payload.params_digest != binding.params_digest
+        {
+            return Err(reject(StateRejection::RequestMismatch));
+        }
+        if payload.round > self.config.max_rounds {
+            return Err(reject(StateRejection::RoundLimit));
+        }
+        let answers_digest =
+            state::hex_digest(Value::Object(answers.clone()).to_string().as_bytes());
+        match self.redemptions.entry(payload.held_id.clone()) {
+            Entry::Occupied(existing) => {
+                if existing.get().answers_digest == answers_digest {
+                    Ok(Redeemed::Duplicate(existing.get().outcome.subscribe()))
+                } else {
+                    Err(reject(StateRejection::ConsumedOrUnknown))
+                }
+            }
+            Entry::Vacant(slot) => {
+                let validated = {
+                    let held = self
+                        .held
+                        .get(&payload.held_id)
+                        .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
+                    if held.round != payload.round {
+                        return Err(reject(StateRejection::ConsumedOrUnknown));
+                    }
+                    held.driver.validate_answers(answers)?
+                };
+                let (_, mut held) = self
+                    .held
+                    .remove(&payload.held_id)
+                    .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
+                let record = Arc::new(Redemption {
+                    answers_digest,
+                    created: Instant::now(),
+                    outcome: watch::channel(None).0,
+                });
+                slot.insert(record.clone());
+                held.driver.resume(scope, validated, self.config.round_wait);
+                Ok(Redeemed::Fresh(self.drive_recorded(
+                    held.driver,
+                    held.binding,
+                    false,
+                    Some(record),
+                )))
+            }
+        }
+    }
+
+    /// Ends every held call (their backends see cancellation) and waits for call tasks.
+    pub async fn shutdown(&self, grace: Duration) {
+        self.stop.cancel();
+        let ids: Vec<String> = self.held.iter().map(|e| e.key().clone()).collect();
+        for id in ids {
+            if let Some((_, mut held)) = self.held.remove(&id) {
+                held.driver.abandon("gateway shutting down");
+            }
+        }
+        self.tasks.close();
+        let _ = tokio::time::timeout(grace, self.tasks.wait()).await;
+    }
+}
+
+/// Ends rounds nobody came back for, and calls whose backend session died meanwhile.
+async fn sweep(bridge: std::sync::Weak<Bridge>, stop: CancellationToken, every: Duration) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+        let Some(bridge) = bridge.upgrade() else {
+            return;
+        };
+        let now = Instant::now();
+        let ended: Vec<String> = bridge
+            .held
+            .iter()
+            .filter(|e| e.expires <= now || !e.driver.session_alive())
+            .map(|e| e.key().clone())
+            .collect();
+        for id in ended {
+            if let Some((_, mut held)) = bridge.held.remove(&id) {
+                tracing::debug!(method = %held.binding.method, "held call abandoned");
+                held.driver.abandon("the round expired");
+            }
+        }
+        let keep_for = bridge.config.round_wait + bridge.config.held_ttl;
+        bridge
+            .redemptions
+            .retain(|_, r| r.created.elapsed() < keep_for);
+    }
+}

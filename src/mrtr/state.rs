@@ -1,0 +1,323 @@
+//! `requestState`: the sealed, opaque token a client echoes to resume a held call.
+//!
+//! Format: base64url(version ‖ key id ‖ nonce ‖ AES-256-GCM(payload)), with version and key id as
+//! associated data. The payload binds the held entry to its owner instance, route, principal,
+//! method, salient params, round and expiry. A key ring seals with its first key and opens with
+//! any key it holds, so keys rotate without invalidating states in flight.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use aes_gcm::aead::{Aead, KeyInit, OsRng, Payload};
+use aes_gcm::{AeadCore, Aes256Gcm, Key, Nonce};
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::error::StateRejection;
+
+const VERSION: u8 = 1;
+const KEY_ID_LEN: usize = 4;
+const NONCE_LEN: usize = 12;
+const KEY_LEN: usize = 32;
+/// Longest token accepted, so a hostile one costs nothing to reject.
+const MAX_TOKEN_LEN: usize = 4096;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("key {index}: not valid base64")]
+    Encoding { index: usize },
+    #[error("key {index}: must be exactly {KEY_LEN} bytes (got {len})")]
+    Length { index: usize, len: usize },
+    #[error("no sealing key")]
+    Empty,
+}
+
+struct RingKey {
+    id: [u8; KEY_ID_LEN],
+    cipher: Aes256Gcm,
+}
+
+/// Sealing and opening keys; the first one seals.
+pub struct KeyRing {
+    keys: Vec<RingKey>,
+}
+
+impl std::fmt::Debug for KeyRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyRing")
+            .field("keys", &self.keys.len())
+            .finish()
+    }
+}
+
+/// A new random key, base64 (for `mrtr-gateway keygen` and ephemeral rings).
+pub fn generate_key() -> String {
+    STANDARD.encode(Aes256Gcm::generate_key(OsRng))
+}
+
+impl KeyRing {
+    /// Keys as base64 strings, the sealing key first.
+    pub fn from_base64<S: AsRef<str>>(keys: &[S]) -> Result<Self, KeyError> {
+        let mut ring = Vec::with_capacity(keys.len());
+        for (index, encoded) in keys.iter().enumerate() {
+            let bytes = STANDARD
+                .decode(encoded.as_ref().trim())
+                .map_err(|_| KeyError::Encoding { index })?;
+            if bytes.len() != KEY_LEN {
+                return Err(KeyError::Length {
+                    index,
+                    len: bytes.len(),
+                });
+            }
+            let digest = Sha256::digest(&bytes);
+            let mut id = [0u8; KEY_ID_LEN];
+            id.copy_from_slice(&digest[..KEY_ID_LEN]);
+            ring.push(RingKey {
+                id,
+                cipher: Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&bytes)),
+            });
+        }
+        if ring.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        Ok(Self { keys: ring })
+    }
+
+    /// A ring with one random key: enough while held calls live in this process only.
+    pub fn ephemeral() -> Self {
+        let key = generate_key();
+        match Self::from_base64(&[key]) {
+            Ok(ring) => ring,
+            // A freshly generated key always has the right length.
+            Err(_) => unreachable!("generated key is valid"),
+        }
+    }
+
+    pub fn seal(&self, payload: &StatePayload) -> String {
+        let key = &self.keys[0];
+        let plaintext = serde_json::to_vec(payload).unwrap_or_default();
+        let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
+        let mut header = [0u8; 1 + KEY_ID_LEN];
+        header[0] = VERSION;
+        header[1..].copy_from_slice(&key.id);
+        let ciphertext = key
+            .cipher
+            .encrypt(
+                &nonce,
+                Payload {
+                    msg: &plaintext,
+                    aad: &header,
+                },
+            )
+            .unwrap_or_default();
+        let mut token = Vec::with_capacity(header.len() + NONCE_LEN + ciphertext.len());
+        token.extend_from_slice(&header);
+        token.extend_from_slice(&nonce);
+        token.extend_from_slice(&ciphertext);
+        URL_SAFE_NO_PAD.encode(token)
+    }
+
+    /// Opens a token, checking integrity only; binding checks are the caller's.
+    pub fn open(&self, token: &str) -> Result<StatePayload, StateRejection> {
+        if token.len() > MAX_TOKEN_LEN {
+            return Err(StateRejection::Malformed);
+        }
+        let bytes = URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|_| StateRejection::Malformed)?;
+        if bytes.len() < 1 + KEY_ID_LEN + NONCE_LEN + 16 || bytes[0] != VERSION {
+            return Err(StateRejection::Malformed);
+        }
+        let (header, rest) = bytes.split_at(1 + KEY_ID_LEN);
+        let (nonce, ciphertext) = rest.split_at(NONCE_LEN);
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.id == header[1..])
+            .ok_or(StateRejection::Tampered)?;
+        let plaintext = key
+            .cipher
+            .decrypt(
+                Nonce::from_slice(nonce),
+                Payload {
+                    msg: ciphertext,
+                    aad: header,
+                },
+            )
+            .map_err(|_| StateRejection::Tampered)?;
+        serde_json::from_slice(&plaintext).map_err(|_| StateRejection::Malformed)
+    }
+}
+
+/// What a `requestState` binds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatePayload {
+    /// Held-entry id (128-bit random, hex).
+    #[serde(rename = "h")]
+    pub held_id: String,
+    /// Instance that holds the call.
+    #[serde(rename = "o")]
+    pub owner: String,
+    /// Route path the call came through.
+    #[serde(rename = "b")]
+    pub route: String,
+    /// SHA-256 of the principal (hex, 128 bits).
+    #[serde(rename = "p")]
+    pub principal: String,
+    #[serde(rename = "m")]
+    pub method: String,
+    /// SHA-256 of the salient params (hex).
+    #[serde(rename = "d")]
+    pub params_digest: String,
+    #[serde(rename = "r")]
+    pub round: u32,
+    /// Expiry, milliseconds since the Unix epoch.
+    #[serde(rename = "e")]
+    pub expires_ms: u64,
+}
+
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// SHA-256, hex.
+pub fn hex_digest(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+pub fn principal_digest(principal: &str) -> String {
+    hex(&Sha256::digest(principal.as_bytes())[..16])
+}
+
+/// Digest of what identifies the request: name and arguments, or uri. `_meta`, `inputResponses`
+/// and `requestState` are not part of it. serde_json maps are sorted, so the JSON is canonical.
+pub fn params_digest(method: &str, params: &serde_json::Map<String, Value>) -> String {
+    let salient = match method {
+        "resources/read" => json!({ "uri": params.get("uri") }),
+        _ => json!({
+            "name": params.get("name"),
+            "arguments": params.get("arguments").cloned().unwrap_or_else(|| json!({})),
+        }),
+    };
+    hex_digest(salient.to_string().as_bytes())
+}
+
+/// A fresh 128-bit id, hex.
+pub fn random_id() -> String {
+    hex(&rand::random::<[u8; 16]>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload() -> StatePayload {
+        StatePayload {
+            held_id: random_id(),
+            owner: "i".into(),
+            route: "/mcp".into(),
+            principal: principal_digest("alice"),
+            method: "tools/call".into(),
+            params_digest: params_digest("tools/call", &serde_json::Map::new()),
+            round: 1,
+            expires_ms: now_ms() + 1000,
+        }
+    }
+
+    #[test]
+    fn seal_then_open_round_trips() {
+        let ring = KeyRing::ephemeral();
+        let p = payload();
+        assert_eq!(ring.open(&ring.seal(&p)).unwrap(), p);
+    }
+
+    #[test]
+    fn every_flipped_byte_is_rejected() {
+        let ring = KeyRing::ephemeral();
+        let token = ring.seal(&payload());
+        let raw = URL_SAFE_NO_PAD.decode(&token).unwrap();
+        for i in 0..raw.len() {
+            let mut bad = raw.clone();
+            bad[i] ^= 0x01;
+            let err = ring.open(&URL_SAFE_NO_PAD.encode(&bad)).unwrap_err();
+            assert!(
+                matches!(err, StateRejection::Tampered | StateRejection::Malformed),
+                "byte {i}"
+            );
+        }
+        for cut in [1, 2, 3, 10] {
+            let err = ring.open(&token[..token.len() - cut]).unwrap_err();
+            assert!(matches!(
+                err,
+                StateRejection::Tampered | StateRejection::Malformed
+            ));
+        }
+        let extended = format!("{token}AAAA");
+        assert!(ring.open(&extended).is_err());
+        assert_eq!(ring.open("%%%"), Err(StateRejection::Malformed));
+        assert_eq!(ring.open(""), Err(StateRejection::Malformed));
+    }
+
+    #[test]
+    fn rotation_keeps_old_states_openable() {
+        let old = generate_key();
+        let new = generate_key();
+        let before = KeyRing::from_base64(std::slice::from_ref(&old)).unwrap();
+        let token = before.seal(&payload());
+        let after = KeyRing::from_base64(&[new.clone(), old]).unwrap();
+        assert!(after.open(&token).is_ok());
+        let retired = KeyRing::from_base64(&[new]).unwrap();
+        assert_eq!(retired.open(&token), Err(StateRejection::Tampered));
+    }
+
+    #[test]
+    fn bad_keys_are_refused() {
+        assert!(matches!(
+            KeyRing::from_base64(&["c2hvcnQ="]),
+            Err(KeyError::Length { index: 0, len: 5 })
+        ));
+        assert!(matches!(
+            KeyRing::from_base64(&["***"]),
+            Err(KeyError::Encoding { index: 0 })
+        ));
+        assert!(matches!(
+            KeyRing::from_base64::<&str>(&[]),
+            Err(KeyError::Empty)
+        ));
+    }
+
+    #[test]
+    fn params_digest_ignores_meta_and_order() {
+        let a = serde_json::json!({"name": "t", "arguments": {"x": 1, "y": 2}, "_meta": {"a": 1}});
+        let b =
+            serde_json::json!({"arguments": {"y": 2, "x": 1}, "name": "t", "requestState": "s"});
+        let (Value::Object(a), Value::Object(b)) = (a, b) else {
+            unreachable!()
+        };
+        assert_eq!(
+            params_digest("tools/call", &a),
+            params_digest("tools/call", &b)
+        );
+        let c = serde_json::json!({"name": "t", "arguments": {"x": 2, "y": 2}});
+        let Value::Object(c) = c else { unreachable!() };
+        assert_ne!(
+            params_digest("tools/call", &a),
+            params_digest("tools/call", &c)
+        );
+    }
+}

@@ -20,6 +20,7 @@ pub mod call;
 pub mod inputs;
 pub mod state;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -74,13 +75,15 @@ struct Redemption {
     answers_digest: String,
     created: Instant,
     outcome: watch::Sender<Option<Outcome>>,
+    /// The outcome reached a waiting client: a later copy is a replay, not a re-send.
+    delivered: AtomicBool,
 }
 
 /// A retry that passed every check.
 pub enum Redeemed {
     /// This retry took the held call; its events follow.
     Fresh(mpsc::Receiver<Event>),
-    /// The same retry was already redeemed; wait for its outcome.
+    /// The same retry, re-sent before its outcome reached anyone: wait for that outcome.
     Duplicate(watch::Receiver<Option<Outcome>>),
 }
 
@@ -154,10 +157,13 @@ impl Bridge {
                 outcome = bridge.run(driver, binding, &tx) => outcome,
                 _ = tx.closed(), if cancel_on_disconnect => return,
             };
-            if let Some(record) = record {
+            if let Some(record) = &record {
                 record.outcome.send_replace(Some(outcome.clone()));
             }
-            let _ = tx.send(Event::Done(outcome)).await;
+            let delivered = tx.send(Event::Done(outcome)).await.is_ok();
+            if let Some(record) = record {
+                record.delivered.store(delivered, Ordering::Release);
+            }
         });
         rx
     }
@@ -271,7 +277,10 @@ impl Bridge {
             state::hex_digest(Value::Object(answers.clone()).to_string().as_bytes());
         match self.redemptions.entry(payload.held_id.clone()) {
             Entry::Occupied(existing) => {
-                if existing.get().answers_digest == answers_digest {
+                let record = existing.get();
+                if record.answers_digest == answers_digest
+                    && !record.delivered.load(Ordering::Acquire)
+                {
                     Ok(Redeemed::Duplicate(existing.get().outcome.subscribe()))
                 } else {
                     Err(reject(StateRejection::ConsumedOrUnknown))
@@ -296,6 +305,7 @@ impl Bridge {
                     answers_digest,
                     created: Instant::now(),
                     outcome: watch::channel(None).0,
+                    delivered: AtomicBool::new(false),
                 });
                 slot.insert(record.clone());
                 held.driver.resume(scope, validated, self.config.round_wait);

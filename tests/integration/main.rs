@@ -7,5 +7,6 @@ mod support;
 
 mod faults;
 mod forwarding;
+mod mrtr;
 mod pool;
 mod validation;

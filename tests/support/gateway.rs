@@ -94,7 +94,12 @@ pub struct Options {
     pub server: String,
     pub backend: String,
     pub pool: String,
+    /// Extra `[mrtr]` keys; the sealing key is always [`TEST_STATE_KEY`].
+    pub mrtr: String,
 }
+
+/// The `requestState` key of test gateways, so tests can forge states the gateway can open.
+pub const TEST_STATE_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 impl Harness {
     pub async fn start(kind: Backend) -> Harness {
@@ -143,8 +148,8 @@ impl Harness {
         options: &Options,
     ) -> Harness {
         let toml = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n{}\n\n[[route]]\npath = \"/mcp\"\nbackend = \"legacy\"\n\n[backend.legacy]\n{transport}{}\n\n[backend.legacy.pool]\n{}\n",
-            options.server, options.backend, options.pool
+            "[server]\nlisten = \"127.0.0.1:0\"\n{}\n\n[mrtr]\nkeys = [{TEST_STATE_KEY:?}]\ninstance_id = \"test-instance\"\n{}\n\n[[route]]\npath = \"/mcp\"\nbackend = \"legacy\"\n\n[backend.legacy]\n{transport}{}\n\n[backend.legacy.pool]\n{}\n",
+            options.server, options.mrtr, options.backend, options.pool
         );
         let config = Config::from_toml_str(&toml).expect("valid test configuration");
         let gateway = mrtr_gateway::start(&config).await.expect("gateway starts");
@@ -188,6 +193,24 @@ impl Harness {
             "backend never received {what}; it got {:?}",
             self.backend_methods()
         );
+    }
+
+    /// Calls held by the gateway right now.
+    pub fn held(&self) -> usize {
+        self.gateway
+            .as_ref()
+            .map_or(0, |g| g.gateway().held_calls())
+    }
+
+    /// Waits (bounded) until no call is held any more.
+    pub async fn wait_no_held(&self) {
+        for _ in 0..100 {
+            if self.held() == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{} calls are still held", self.held());
     }
 
     pub async fn stop(mut self) {

@@ -1,0 +1,780 @@
+//! The MRTR bridge against the legacy rmcp backend: server requests become `input_required`
+//! rounds, retries resume the held call, and every hostile retry is refused before the backend
+//! hears anything.
+
+#![allow(deprecated)]
+
+use std::time::Duration;
+
+use mrtr_gateway::mrtr::state::{principal_digest, KeyRing, StatePayload};
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, Root};
+use serde_json::{json, Map, Value};
+
+use crate::support::gateway::{Backend, Harness, Options, TEST_STATE_KEY};
+use crate::support::modern_client::{
+    connect_modern, modern_request, post_raw, ModernClient, RawExchange, TestClientHandler,
+};
+
+macro_rules! over_both_transports {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            use crate::support::gateway::Backend;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn stdio() {
+                super::$name(Backend::Stdio).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn http() {
+                super::$name(Backend::Http).await
+            }
+        }
+    )*};
+}
+
+over_both_transports!(
+    elicitation_sampling_and_roots_through_a_real_client,
+    parallel_requests_share_one_round,
+    three_sequential_rounds,
+    decline_and_cancel_reach_the_backend_as_sent,
+    missing_answers_are_asked_again_and_extra_keys_ignored,
+    hostile_retries_are_refused_before_the_backend_hears_anything,
+    concurrent_duplicate_retries_redeem_once,
+    abandoned_rounds_are_cancelled_on_the_backend,
+    slow_calls_complete_through_state_only_rounds,
+    undeclared_capabilities_are_never_surfaced,
+);
+
+fn caps(value: Value) -> ClientCapabilities {
+    serde_json::from_value(value).expect("capabilities")
+}
+
+fn all_caps() -> Value {
+    json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}})
+}
+
+fn tool_call(id: Value, name: &str, arguments: Value, capabilities: &Value) -> Value {
+    modern_request(
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+        &caps(capabilities.clone()),
+    )
+}
+
+fn retry_of(first: &Value, id: Value, responses: Value, state: &str) -> Value {
+    let mut retry = first.clone();
+    retry["id"] = id;
+    retry["params"]["inputResponses"] = responses;
+    retry["params"]["requestState"] = json!(state);
+    retry
+}
+
+struct Round {
+    state: String,
+    requests: Map<String, Value>,
+}
+
+#[track_caller]
+fn input_required(exchange: &RawExchange) -> Round {
+    assert_eq!(exchange.status, 200, "{}", exchange.body);
+    let result = exchange
+        .result()
+        .unwrap_or_else(|| panic!("a result: {}", exchange.body));
+    assert_eq!(result["resultType"], "input_required", "{}", exchange.body);
+    assert!(result.get("ttlMs").is_none() && result.get("cacheScope").is_none());
+    assert!(result["_meta"]["io.modelcontextprotocol/serverInfo"].is_object());
+    Round {
+        state: result["requestState"]
+            .as_str()
+            .expect("requestState")
+            .to_string(),
+        requests: result
+            .get("inputRequests")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
+    }
+}
+
+fn key_of(round: &Round, method: &str) -> String {
+    round
+        .requests
+        .iter()
+        .find(|(_, r)| r["method"] == method)
+        .map(|(k, _)| k.clone())
+        .unwrap_or_else(|| panic!("no {method} in {:?}", round.requests))
+}
+
+/// Answers the backend received to its own requests.
+fn answers(h: &Harness) -> Vec<Value> {
+    h.backend_messages()
+        .into_iter()
+        .filter(|m| {
+            m.get("method").is_none() && (m.get("result").is_some() || m.get("error").is_some())
+        })
+        .collect()
+}
+
+fn text(exchange: &RawExchange) -> String {
+    exchange.result().expect("result")["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+async fn rmcp_client(h: &Harness, handler: TestClientHandler) -> ModernClient {
+    tokio::time::timeout(Duration::from_secs(20), connect_modern(&h.url, handler))
+        .await
+        .expect("connect in time")
+        .expect("client connects")
+}
+
+async fn elicitation_sampling_and_roots_through_a_real_client(kind: Backend) {
+    let h = Harness::start(kind).await;
+    let handler = TestClientHandler::builder()
+        .elicitation_form()
+        .sampling()
+        .roots()
+        .elicit_accept(json!({"name": "Ada"}))
+        .sampling_text("Paris is the capital.")
+        .roots_list(vec![Root::new("file:///srv/project")])
+        .build();
+    let client = rmcp_client(&h, handler.clone()).await;
+    let call = |name: &'static str, args: Value| {
+        let mut params = CallToolRequestParams::new(name);
+        if let Value::Object(args) = args {
+            params = params.with_arguments(args);
+        }
+        client.call_tool(params)
+    };
+    let greeted = call("ask_name", json!({})).await.expect("ask_name");
+    assert_eq!(greeted.content[0].as_text().unwrap().text, "Hello, Ada!");
+    let summary = call("summarize", json!({"text": "France"}))
+        .await
+        .expect("summarize");
+    assert!(summary.content[0]
+        .as_text()
+        .unwrap()
+        .text
+        .contains("Paris is the capital."));
+    let roots = call("list_roots", json!({})).await.expect("list_roots");
+    assert!(serde_json::to_string(&roots)
+        .unwrap()
+        .contains("file:///srv/project"));
+    let asked: Vec<&str> = handler.recorded().iter().map(|r| r.method()).collect();
+    assert_eq!(
+        asked,
+        ["elicitation/create", "sampling/createMessage", "roots/list"]
+    );
+    h.wait_no_held().await;
+    let _ = client.cancel().await;
+    h.stop().await;
+}
+
+async fn parallel_requests_share_one_round(kind: Backend) {
+    let h = Harness::start(kind).await;
+    let first = tool_call(json!(1), "parallel_inputs", json!({}), &all_caps());
+    let round = input_required(&post_raw(&h.url, &first).await);
+    assert_eq!(round.requests.len(), 3, "{:?}", round.requests);
+    let elicit = key_of(&round, "elicitation/create");
+    let sample = key_of(&round, "sampling/createMessage");
+    let roots = key_of(&round, "roots/list");
+    for request in round.requests.values() {
+        let params = request.get("params").cloned().unwrap_or(json!({}));
+        for hidden in ["_meta", "task", "elicitationId"] {
+            assert!(params.get(hidden).is_none(), "{hidden} in {request}");
+        }
+        assert!(request.get("id").is_none() && request.get("jsonrpc").is_none());
+    }
+    assert_eq!(round.requests[&roots], json!({"method": "roots/list"}));
+
+    let responses = json!({
+        elicit.clone(): {"action": "accept", "content": {"name": "Grace"}},
+        sample.clone(): {"role": "assistant", "content": {"type": "text", "text": "sampled!"}, "model": "m", "stopReason": "endTurn"},
+        roots.clone(): {"roots": [{"uri": "file:///tmp/x", "name": "x"}]}
+    });
+    let done = post_raw(&h.url, &retry_of(&first, json!(2), responses, &round.state)).await;
+    assert_eq!(done.result_type(), Some("complete"), "{}", done.body);
+    let body = done.body.clone();
+    for expected in ["Grace", "sampled!", "file:///tmp/x"] {
+        assert!(body.contains(expected), "{expected} in {body}");
+    }
+    assert_eq!(answers(&h).len(), 3, "each answer reached the backend once");
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+async fn three_sequential_rounds(kind: Backend) {
+    let h = Harness::start(kind).await;
+    let first = tool_call(
+        json!("r0"),
+        "multi_round",
+        json!({}),
+        &json!({"elicitation": {}}),
+    );
+    let mut exchange = post_raw(&h.url, &first).await;
+    let replies = [
+        json!({"name": "Lin"}),
+        json!({"age": 41}),
+        json!({"city": "Oslo"}),
+    ];
+    let mut states = Vec::new();
+    for (i, content) in replies.iter().enumerate() {
+        let round = input_required(&exchange);
+        assert_eq!(round.requests.len(), 1);
+        let key = key_of(&round, "elicitation/create");
+        states.push(round.state.clone());
+        let responses = json!({ key: {"action": "accept", "content": content} });
+        exchange = post_raw(
+            &h.url,
+            &retry_of(
+                &first,
+                json!(format!("r{}", i + 1)),
+                responses,
+                &round.state,
+            ),
+        )
+        .await;
+    }
+    assert_eq!(
+        exchange.result_type(),
+        Some("complete"),
+        "{}",
+        exchange.body
+    );
+    assert_eq!(
+        exchange.result().unwrap()["structuredContent"],
+        json!({"name": "Lin", "age": 41, "city": "Oslo"})
+    );
+    assert_eq!(states.len(), 3);
+    assert!(
+        states[0] != states[1] && states[1] != states[2],
+        "a new state every round"
+    );
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+async fn decline_and_cancel_reach_the_backend_as_sent(kind: Backend) {
+    let h = Harness::start(kind).await;
+    for (id, action) in [(1, "decline"), (3, "cancel")] {
+        let first = tool_call(
+            json!(id),
+            "ask_name",
+            json!({}),
+            &json!({"elicitation": {}}),
+        );
+        let round = input_required(&post_raw(&h.url, &first).await);
+        let key = key_of(&round, "elicitation/create");
+        let done = post_raw(
+            &h.url,
+            &retry_of(
+                &first,
+                json!(id + 1),
+                json!({ key: {"action": action} }),
+                &round.state,
+            ),
+        )
+        .await;
+        assert_eq!(done.result_type(), Some("complete"), "{}", done.body);
+        assert!(text(&done).contains(action), "{}", done.body);
+    }
+    let sent: Vec<Value> = answers(&h)
+        .into_iter()
+        .map(|a| a["result"].clone())
+        .collect();
+    assert_eq!(
+        sent,
+        vec![json!({"action": "decline"}), json!({"action": "cancel"})]
+    );
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+async fn missing_answers_are_asked_again_and_extra_keys_ignored(kind: Backend) {
+    let h = Harness::start(kind).await;
+    let first = tool_call(json!(1), "parallel_inputs", json!({}), &all_caps());
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let elicit = key_of(&round, "elicitation/create");
+    let sample = key_of(&round, "sampling/createMessage");
+    let roots = key_of(&round, "roots/list");
+    let partial = json!({
+        elicit.clone(): {"action": "accept", "content": {"name": "Kim"}},
+        roots.clone(): {"roots": []},
+        "not_asked": {"anything": true}
+    });
+    let again =
+        input_required(&post_raw(&h.url, &retry_of(&first, json!(2), partial, &round.state)).await);
+    assert_eq!(
+        again.requests.keys().collect::<Vec<_>>(),
+        vec![&sample],
+        "only the missing key"
+    );
+    let rest = json!({ sample: {"role": "assistant", "content": {"type": "text", "text": "ok"}, "model": "m"} });
+    let done = post_raw(&h.url, &retry_of(&first, json!(3), rest, &again.state)).await;
+    assert_eq!(done.result_type(), Some("complete"), "{}", done.body);
+    assert_eq!(answers(&h).len(), 3);
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+fn forge(payload: &StatePayload, key: &str) -> String {
+    KeyRing::from_base64(&[key]).unwrap().seal(payload)
+}
+
+async fn hostile_retries_are_refused_before_the_backend_hears_anything(kind: Backend) {
+    let h = Harness::start_with(
+        kind,
+        Options {
+            mrtr: "max_rounds = 4".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let first = tool_call(json!(1), "ask_name", json!({}), &json!({"elicitation": {}}));
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
+    let good = json!({ key.clone(): {"action": "accept", "content": {"name": "Eve"}} });
+    let received = h.backend_messages().len();
+
+    let refuse = |body: Value, reason: &'static str| {
+        let url = h.url.clone();
+        async move {
+            let exchange = post_raw(&url, &body).await;
+            assert_eq!(exchange.status, 400, "{reason}: {}", exchange.body);
+            assert_eq!(
+                exchange.error_code(),
+                Some(-32602),
+                "{reason}: {}",
+                exchange.body
+            );
+            assert_eq!(exchange.response().unwrap()["id"], body["id"]);
+            if !reason.is_empty() {
+                assert_eq!(
+                    exchange.error().unwrap()["data"]["reason"],
+                    reason,
+                    "{}",
+                    exchange.body
+                );
+            }
+        }
+    };
+
+    // Every character of the token changed, one at a time.
+    let token = round.state.clone();
+    for i in 0..token.len() {
+        let mut bytes = token.clone().into_bytes();
+        bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
+        let tampered = String::from_utf8(bytes).unwrap();
+        if tampered == token {
+            continue;
+        }
+        let exchange = post_raw(
+            &h.url,
+            &retry_of(&first, json!(100 + i), good.clone(), &tampered),
+        )
+        .await;
+        assert_eq!(exchange.status, 400, "position {i}");
+        let reason = exchange.error().unwrap()["data"]["reason"].clone();
+        assert!(
+            reason == "tampered" || reason == "malformed",
+            "position {i}: {reason}"
+        );
+    }
+    refuse(
+        retry_of(&first, json!(2), good.clone(), &token[..token.len() / 2]),
+        "",
+    )
+    .await;
+    refuse(
+        retry_of(&first, json!(3), good.clone(), &format!("{token}AAAA")),
+        "",
+    )
+    .await;
+    refuse(
+        retry_of(&first, json!(4), good.clone(), &format!("{token}-TAMPERED")),
+        "malformed",
+    )
+    .await;
+
+    let genuine = KeyRing::from_base64(&[TEST_STATE_KEY])
+        .unwrap()
+        .open(&token)
+        .unwrap();
+    let other_key = mrtr_gateway::mrtr::state::generate_key();
+    refuse(
+        retry_of(&first, json!(5), good.clone(), &forge(&genuine, &other_key)),
+        "tampered",
+    )
+    .await;
+    let variants = [
+        (
+            StatePayload {
+                principal: principal_digest("mallory"),
+                ..genuine.clone()
+            },
+            "principal_mismatch",
+        ),
+        (
+            StatePayload {
+                expires_ms: 1,
+                ..genuine.clone()
+            },
+            "expired",
+        ),
+        (
+            StatePayload {
+                route: "/other".into(),
+                ..genuine.clone()
+            },
+            "request_mismatch",
+        ),
+        (
+            StatePayload {
+                round: 99,
+                ..genuine.clone()
+            },
+            "round_limit",
+        ),
+        (
+            StatePayload {
+                owner: "another-replica".into(),
+                ..genuine.clone()
+            },
+            "consumed_or_unknown",
+        ),
+        (
+            StatePayload {
+                held_id: "00".repeat(16),
+                ..genuine.clone()
+            },
+            "consumed_or_unknown",
+        ),
+    ];
+    for (i, (payload, reason)) in variants.into_iter().enumerate() {
+        refuse(
+            retry_of(
+                &first,
+                json!(10 + i),
+                good.clone(),
+                &forge(&payload, TEST_STATE_KEY),
+            ),
+            reason,
+        )
+        .await;
+    }
+    // The state belongs to ask_name with these arguments, through tools/call.
+    let other_tool = tool_call(
+        json!(20),
+        "summarize",
+        json!({}),
+        &json!({"elicitation": {}}),
+    );
+    refuse(
+        retry_of(&other_tool, json!(20), good.clone(), &token),
+        "request_mismatch",
+    )
+    .await;
+    let other_args = tool_call(
+        json!(21),
+        "ask_name",
+        json!({"x": 1}),
+        &json!({"elicitation": {}}),
+    );
+    refuse(
+        retry_of(&other_args, json!(21), good.clone(), &token),
+        "request_mismatch",
+    )
+    .await;
+    let mut other_method = modern_request(
+        22,
+        "prompts/get",
+        json!({"name": "ask_name"}),
+        &caps(json!({"elicitation": {}})),
+    );
+    other_method["params"]["requestState"] = json!(token);
+    refuse(other_method, "request_mismatch").await;
+
+    // Invalid answers name the key and leave the call redeemable.
+    for bad in [
+        json!({ key.clone(): {"action": "accept", "content": {"name": 42}} }),
+        json!({ key.clone(): {"action": "accept", "content": {}} }),
+        json!({ key.clone(): {"action": "accept", "content": {"name": ""}} }),
+        json!({ key.clone(): {"action": "approve"} }),
+        json!({ key.clone(): "accept" }),
+        json!(null),
+        json!([1]),
+    ] {
+        let exchange = post_raw(&h.url, &retry_of(&first, json!(30), bad.clone(), &token)).await;
+        assert_eq!(
+            (exchange.status, exchange.error_code()),
+            (400, Some(-32602)),
+            "{bad}: {}",
+            exchange.body
+        );
+    }
+    assert_eq!(
+        h.backend_messages().len(),
+        received,
+        "the backend heard nothing"
+    );
+    assert_eq!(h.held(), 1, "the call is still held");
+
+    let done = post_raw(&h.url, &retry_of(&first, json!(40), good.clone(), &token)).await;
+    assert_eq!(text(&done), "Hello, Eve!");
+    // Replaying a retry whose outcome was delivered is refused.
+    refuse(
+        retry_of(&first, json!(41), good.clone(), &token),
+        "consumed_or_unknown",
+    )
+    .await;
+    assert_eq!(answers(&h).len(), 1);
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+async fn concurrent_duplicate_retries_redeem_once(kind: Backend) {
+    let h = Harness::start(kind).await;
+    let first = tool_call(json!(1), "ask_name", json!({}), &json!({"elicitation": {}}));
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
+    let good = json!({ key: {"action": "accept", "content": {"name": "Bo"}} });
+    let mut tasks = Vec::new();
+    for i in 0..64 {
+        let url = h.url.clone();
+        let body = retry_of(&first, json!(1000 + i), good.clone(), &round.state);
+        tasks.push(tokio::spawn(async move { post_raw(&url, &body).await }));
+    }
+    let mut completed = 0;
+    for task in tasks {
+        let exchange = task.await.unwrap();
+        match exchange.status {
+            200 => {
+                assert_eq!(text(&exchange), "Hello, Bo!");
+                completed += 1;
+            }
+            400 => assert_eq!(
+                exchange.error().unwrap()["data"]["reason"],
+                "consumed_or_unknown"
+            ),
+            other => panic!("unexpected {other}: {}", exchange.body),
+        }
+    }
+    assert!(completed >= 1);
+    assert_eq!(
+        answers(&h).len(),
+        1,
+        "the backend got the answer exactly once"
+    );
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+async fn abandoned_rounds_are_cancelled_on_the_backend(kind: Backend) {
+    let h = Harness::start_with(
+        kind,
+        Options {
+            mrtr: "held_ttl = \"400ms\"".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let first = tool_call(json!(1), "ask_name", json!({}), &json!({"elicitation": {}}));
+    let round = input_required(&post_raw(&h.url, &first).await);
+    assert_eq!(h.held(), 1);
+    let call = h
+        .wait_for_backend("the ask_name call", |m| m["params"]["name"] == "ask_name")
+        .await;
+    let cancelled_answer = h
+        .wait_for_backend("a cancel answer", |m| {
+            m["result"] == json!({"action": "cancel"})
+        })
+        .await;
+    assert!(cancelled_answer.get("id").is_some());
+    let cancelled = h
+        .wait_for_backend("notifications/cancelled", |m| {
+            m["method"] == "notifications/cancelled"
+        })
+        .await;
+    assert_eq!(cancelled["params"]["requestId"], call["id"]);
+    h.wait_no_held().await;
+
+    let late = post_raw(&h.url, &retry_of(&first, json!(2), json!({}), &round.state)).await;
+    assert_eq!(late.error().unwrap()["data"]["reason"], "expired");
+    h.stop().await;
+}
+
+async fn slow_calls_complete_through_state_only_rounds(kind: Backend) {
+    let h = Harness::start_with(
+        kind,
+        Options {
+            mrtr: "round_wait = \"200ms\"".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let first = tool_call(
+        json!(1),
+        "slow_question",
+        json!({"ms": 900}),
+        &json!({"elicitation": {}}),
+    );
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
+    let mut exchange = post_raw(
+        &h.url,
+        &retry_of(
+            &first,
+            json!(2),
+            json!({ key: {"action": "accept", "content": {"name": "Sam"}} }),
+            &round.state,
+        ),
+    )
+    .await;
+    let mut state_only_rounds = 0;
+    for id in 3..30 {
+        if exchange.result_type() == Some("complete") {
+            break;
+        }
+        let round = input_required(&exchange);
+        assert!(round.requests.is_empty(), "a state-only round");
+        state_only_rounds += 1;
+        exchange = post_raw(
+            &h.url,
+            &retry_of(&first, json!(id), json!({}), &round.state),
+        )
+        .await;
+    }
+    assert_eq!(text(&exchange), "Done for \"Sam\" after 900 ms.");
+    assert!(state_only_rounds >= 2, "{state_only_rounds}");
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+async fn undeclared_capabilities_are_never_surfaced(kind: Backend) {
+    let h = Harness::start(kind).await;
+    // A backend that asks anyway is refused; the call fails; the client learns what it lacks.
+    let first = tool_call(
+        json!(1),
+        "force_elicit",
+        json!({}),
+        &json!({"sampling": {}}),
+    );
+    let exchange = post_raw(&h.url, &first).await;
+    assert_eq!(
+        (exchange.status, exchange.error_code()),
+        (400, Some(-32021)),
+        "{}",
+        exchange.body
+    );
+    assert_eq!(
+        exchange.error().unwrap()["data"]["requiredCapabilities"],
+        json!({"elicitation": {}})
+    );
+    let refused = answers(&h);
+    assert_eq!(refused.len(), 1);
+    assert!(
+        refused[0].get("error").is_some(),
+        "the backend got an error, not an answer"
+    );
+
+    // The backend sessions are initialized with this client's capabilities, so a well-behaved
+    // backend does not even ask: URL mode for a form-only client is a tool error here.
+    let url_first = tool_call(
+        json!(2),
+        "elicit_url",
+        json!({}),
+        &json!({"elicitation": {}}),
+    );
+    let exchange = post_raw(&h.url, &url_first).await;
+    assert_eq!(
+        exchange.result_type(),
+        Some("complete"),
+        "{}",
+        exchange.body
+    );
+    assert_eq!(exchange.result().unwrap()["isError"], true);
+    // Only three methods may be interrupted: a list never is.
+    let listed = post_raw(
+        &h.url,
+        &modern_request(3, "tools/list", json!({}), &caps(all_caps())),
+    )
+    .await;
+    assert_eq!(listed.result_type(), Some("complete"));
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyed_inputs_can_be_answered_up_front() {
+    let h = Harness::start(Backend::Stdio).await;
+    let caps = json!({"elicitation": {}});
+    let first = tool_call(json!(1), "keyed_elicit", json!({}), &caps);
+    let round = input_required(&post_raw(&h.url, &first).await);
+    assert_eq!(round.requests.keys().collect::<Vec<_>>(), vec!["user_name"]);
+    let done = post_raw(
+        &h.url,
+        &retry_of(
+            &first,
+            json!(2),
+            json!({"user_name": {"action": "accept", "content": {"name": "Zed"}}}),
+            &round.state,
+        ),
+    )
+    .await;
+    assert_eq!(done.result_type(), Some("complete"));
+
+    let mut eager = tool_call(json!(3), "keyed_elicit", json!({}), &caps);
+    eager["params"]["inputResponses"] =
+        json!({"user_name": {"action": "accept", "content": {"name": "Zed"}}});
+    let exchange = post_raw(&h.url, &eager).await;
+    assert_eq!(
+        exchange.result_type(),
+        Some("complete"),
+        "{}",
+        exchange.body
+    );
+    assert!(exchange.body.contains("Zed"));
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_killed_while_a_call_is_held_gives_a_clear_error() {
+    let h = Harness::start_with(
+        Backend::Stdio,
+        Options {
+            pool: "max_sessions = 1".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let pid_call = tool_call(json!(1), "pid", json!({}), &json!({"elicitation": {}}));
+    let pid: i32 = text(&post_raw(&h.url, &pid_call).await).parse().unwrap();
+    let first = tool_call(json!(2), "ask_name", json!({}), &json!({"elicitation": {}}));
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
+    // SAFETY: signalling a child process this test started through the gateway.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let retry = post_raw(
+        &h.url,
+        &retry_of(
+            &first,
+            json!(3),
+            json!({ key: {"action": "accept", "content": {"name": "X"}} }),
+            &round.state,
+        ),
+    )
+    .await;
+    assert!(
+        retry.error_code().is_some(),
+        "a clear error: {}",
+        retry.body
+    );
+    assert!(retry.status >= 400, "{}", retry.body);
+    h.wait_no_held().await;
+    h.stop().await;
+}

@@ -374,7 +374,7 @@ impl Gateway {
             log_level: meta.log_level.clone(),
             preanswers: Map::new(),
         };
-        let reply = Reply {
+        let mut reply = Reply {
             route: route.clone(),
             id,
             method: method.to_string(),
@@ -393,17 +393,20 @@ impl Gateway {
             match params.get("requestState") {
                 None => scope.preanswers = answers,
                 Some(Value::String(token)) => {
-                    let reply = Reply {
-                        retry: true,
-                        ..reply
-                    };
-                    return match self.bridge.redeem(&binding, token, &answers, scope)? {
-                        Redeemed::Fresh(events) => Ok(self.respond(reply, events).await),
+                    reply.retry = true;
+                    match self
+                        .bridge
+                        .redeem(&binding, token, &answers, scope.clone())?
+                    {
+                        Redeemed::Fresh(events) => return Ok(self.respond(reply, events).await),
                         Redeemed::Duplicate(outcome) => {
                             let wait = route.request_timeout + self.bridge.config().round_wait;
-                            Ok(reply.attach(outcome, wait).await)
+                            return Ok(reply.attach(outcome, wait).await);
                         }
-                    };
+                        // The client visited the URLs: the original request is issued again.
+                        Redeemed::Reissue { accepted: true, .. } => {}
+                        Redeemed::Reissue { error, .. } => return Err(error),
+                    }
                 }
                 Some(_) => {
                     return Err(GatewayError::BadState {

@@ -30,6 +30,12 @@ pub enum Step {
     Failed(GatewayError),
     /// A round is ready (or nothing happened within the round wait): park the call.
     InputRequired,
+    /// The backend ended the call with -32042 (URL elicitation required): the client is to
+    /// visit these URLs, then the original request is issued again.
+    UrlRequired {
+        inputs: Vec<PendingInput>,
+        error: JsonRpcError,
+    },
 }
 
 /// What one front request declared that shapes what it may see.
@@ -257,6 +263,51 @@ impl CallDriver {
         }
     }
 
+    /// Turns a 2025-11-25 URLElicitationRequiredError into URL-mode input requests.
+    fn url_required(&mut self, error: JsonRpcError) -> Step {
+        let elicitations = error
+            .data
+            .as_ref()
+            .and_then(|d| d.get("elicitations"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut inputs = Vec::new();
+        for elicitation in elicitations {
+            let mut params = elicitation;
+            params["mode"] = json!("url");
+            match gate(
+                "elicitation/create",
+                Some(&params),
+                &self.scope.client_capabilities,
+            ) {
+                Some(Gate::Surface { kind, request }) => {
+                    let key =
+                        assign_key(Some(&params), kind, &self.keys_used, &mut self.key_counter);
+                    self.keys_used.insert(key.clone());
+                    inputs.push(PendingInput {
+                        key,
+                        backend_id: Value::Null,
+                        kind,
+                        request,
+                        elicitation_id: params
+                            .get("elicitationId")
+                            .and_then(Value::as_str)
+                            .map(String::from),
+                    });
+                }
+                Some(Gate::Refuse { required, .. }) => {
+                    return Step::Failed(GatewayError::MissingCapability { required })
+                }
+                None => {}
+            }
+        }
+        if inputs.is_empty() {
+            return Step::Final(Err(error));
+        }
+        Step::UrlRequired { inputs, error }
+    }
+
     pub async fn next_step(&mut self) -> Step {
         loop {
             let wake = [
@@ -331,6 +382,12 @@ impl CallDriver {
                     }
                 }
                 CallEvent::ElicitationComplete(_) => {}
+                CallEvent::Final(Err(error))
+                    if self.interruptible
+                        && error.code == jsonrpc::codes::LEGACY_URL_ELICITATION_REQUIRED =>
+                {
+                    return self.url_required(error);
+                }
                 CallEvent::Final(Err(error)) if self.refused.is_some() => {
                     tracing::debug!(
                         code = error.code,

@@ -32,9 +32,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use self::call::{CallDriver, RequestScope, Step};
+use self::inputs::{validate_answer, PendingInput};
 use self::state::{now_ms, principal_digest, random_id, KeyRing, StatePayload};
 use crate::config::MrtrConfig;
 use crate::error::{GatewayError, StateRejection};
+use crate::jsonrpc::JsonRpcError;
 
 /// How a call ended for the front request that waits on it.
 #[derive(Debug, Clone)]
@@ -65,10 +67,35 @@ pub struct CallBinding {
 }
 
 struct HeldCall {
-    driver: CallDriver,
+    kind: Held,
     binding: CallBinding,
     round: u32,
     expires: Instant,
+}
+
+enum Held {
+    /// A backend call still running, waiting for answers.
+    Live(CallDriver),
+    /// A call the backend ended with -32042: re-issued once the client has visited the URLs.
+    Reissue {
+        inputs: Vec<PendingInput>,
+        error: JsonRpcError,
+    },
+}
+
+impl Held {
+    fn alive(&self) -> bool {
+        match self {
+            Self::Live(driver) => driver.session_alive(),
+            Self::Reissue { .. } => true,
+        }
+    }
+
+    fn abandon(&mut self, reason: &str) {
+        if let Self::Live(driver) = self {
+            driver.abandon(reason);
+        }
+    }
 }
 
 struct Redemption {
@@ -81,6 +108,9 @@ struct Redemption {
 
 /// A retry that passed every check.
 pub enum Redeemed {
+    /// The held call was a -32042: issue the original request again (`accepted`), or report the
+    /// backend's error if the client did not accept every URL.
+    Reissue { accepted: bool, error: GatewayError },
     /// This retry took the held call; its events follow.
     Fresh(mpsc::Receiver<Event>),
     /// The same retry, re-sent before its outcome reached anyone: wait for that outcome.
@@ -192,11 +222,17 @@ impl Bridge {
                 }
                 Step::Failed(error) => return Outcome::Error(error),
                 Step::InputRequired => return self.park(driver, binding),
+                Step::UrlRequired { inputs, error } => {
+                    let round = driver.round + 1;
+                    // The backend call is over: its session goes back to the pool now.
+                    drop(driver);
+                    return self.hold(Held::Reissue { inputs, error }, binding, round);
+                }
             }
         }
     }
 
-    /// Holds the call and returns the `InputRequiredResult` that names it.
+    /// Holds a live call for its next round.
     fn park(&self, mut driver: CallDriver, binding: CallBinding) -> Outcome {
         if driver.round >= self.config.max_rounds {
             driver.abandon("round limit reached");
@@ -206,12 +242,22 @@ impl Bridge {
         }
         if self.held.len() >= self.config.max_held {
             driver.abandon("gateway holds too many calls");
-            return Outcome::Error(GatewayError::TooManyHeld(format!(
-                "{} calls are waiting for input",
-                self.held.len()
-            )));
+            return Outcome::Error(self.too_many_held());
         }
         driver.parked();
+        let round = driver.round;
+        self.hold(Held::Live(driver), binding, round)
+    }
+
+    fn too_many_held(&self) -> GatewayError {
+        GatewayError::TooManyHeld(format!("{} calls are waiting for input", self.held.len()))
+    }
+
+    /// Puts a call in the table and returns the `InputRequiredResult` that names it.
+    fn hold(&self, held: Held, binding: CallBinding, round: u32) -> Outcome {
+        if matches!(held, Held::Reissue { .. }) && self.held.len() >= self.config.max_held {
+            return Outcome::Error(self.too_many_held());
+        }
         let held_id = random_id();
         let payload = StatePayload {
             held_id: held_id.clone(),
@@ -220,23 +266,28 @@ impl Bridge {
             principal: principal_digest(&binding.principal),
             method: binding.method.clone(),
             params_digest: binding.params_digest.clone(),
-            round: driver.round,
+            round,
             expires_ms: now_ms() + self.config.held_ttl.as_millis() as u64,
         };
         let token = self.keys.seal(&payload);
-        let requests = driver.input_requests();
+        let requests: Map<String, Value> = match &held {
+            Held::Live(driver) => driver.input_requests(),
+            Held::Reissue { inputs, .. } => inputs
+                .iter()
+                .map(|p| (p.key.clone(), p.request.clone()))
+                .collect(),
+        };
         let mut result = Map::new();
         result.insert("resultType".into(), json!("input_required"));
         if !requests.is_empty() {
             result.insert("inputRequests".into(), Value::Object(requests));
         }
         result.insert("requestState".into(), json!(token));
-        tracing::debug!(method = %binding.method, round = driver.round, "call held for input");
-        let round = driver.round;
+        tracing::debug!(method = %binding.method, round, "call held for input");
         self.held.insert(
             held_id,
             HeldCall {
-                driver,
+                kind: held,
                 binding,
                 round,
                 expires: Instant::now() + self.config.held_ttl,
@@ -295,12 +346,39 @@ impl Bridge {
                     if held.round != payload.round {
                         return Err(reject(StateRejection::ConsumedOrUnknown));
                     }
-                    held.driver.validate_answers(answers)?
+                    match &held.kind {
+                        Held::Live(driver) => Some(driver.validate_answers(answers)?),
+                        Held::Reissue { inputs, .. } => {
+                            validate_reissue(inputs, answers)?;
+                            None
+                        }
+                    }
                 };
-                let (_, mut held) = self
+                let (_, held) = self
                     .held
                     .remove(&payload.held_id)
                     .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
+                let (mut driver, validated) = match (held.kind, validated) {
+                    (Held::Live(driver), Some(validated)) => (driver, validated),
+                    (Held::Reissue { inputs, error, .. }, _) => {
+                        let accepted = inputs.iter().all(|input| {
+                            answers
+                                .get(&input.key)
+                                .and_then(|a| a.get("action"))
+                                .and_then(Value::as_str)
+                                == Some("accept")
+                        });
+                        let error = GatewayError::from_backend(
+                            error,
+                            &held.binding.method,
+                            &held.binding.error_context,
+                        );
+                        return Ok(Redeemed::Reissue { accepted, error });
+                    }
+                    (Held::Live(_), None) => {
+                        return Err(GatewayError::Internal("answers not validated".into()))
+                    }
+                };
                 let record = Arc::new(Redemption {
                     answers_digest,
                     created: Instant::now(),
@@ -308,9 +386,9 @@ impl Bridge {
                     delivered: AtomicBool::new(false),
                 });
                 slot.insert(record.clone());
-                held.driver.resume(scope, validated, self.config.round_wait);
+                driver.resume(scope, validated, self.config.round_wait);
                 Ok(Redeemed::Fresh(self.drive_recorded(
-                    held.driver,
+                    driver,
                     held.binding,
                     false,
                     Some(record),
@@ -325,7 +403,7 @@ impl Bridge {
         let ids: Vec<String> = self.held.iter().map(|e| e.key().clone()).collect();
         for id in ids {
             if let Some((_, mut held)) = self.held.remove(&id) {
-                held.driver.abandon("gateway shutting down");
+                held.kind.abandon("gateway shutting down");
             }
         }
         self.tasks.close();
@@ -347,13 +425,13 @@ async fn sweep(bridge: std::sync::Weak<Bridge>, stop: CancellationToken, every: 
         let ended: Vec<String> = bridge
             .held
             .iter()
-            .filter(|e| e.expires <= now || !e.driver.session_alive())
+            .filter(|e| e.expires <= now || !e.kind.alive())
             .map(|e| e.key().clone())
             .collect();
         for id in ended {
             if let Some((_, mut held)) = bridge.held.remove(&id) {
                 tracing::debug!(method = %held.binding.method, "held call abandoned");
-                held.driver.abandon("the round expired");
+                held.kind.abandon("the round expired");
             }
         }
         let keep_for = bridge.config.round_wait + bridge.config.held_ttl;
@@ -361,4 +439,20 @@ async fn sweep(bridge: std::sync::Weak<Bridge>, stop: CancellationToken, every: 
             .redemptions
             .retain(|_, r| r.created.elapsed() < keep_for);
     }
+}
+
+/// Answers to URL-mode requests are checked like any other; the backend never sees them.
+fn validate_reissue(
+    inputs: &[PendingInput],
+    answers: &Map<String, Value>,
+) -> Result<(), GatewayError> {
+    for input in inputs {
+        if let Some(answer) = answers.get(&input.key) {
+            validate_answer(input, answer).map_err(|problem| GatewayError::InvalidParams {
+                message: format!("inputResponses[\"{}\"] {problem}", input.key),
+                data: Some(json!({ "key": input.key })),
+            })?;
+        }
+    }
+    Ok(())
 }

@@ -778,3 +778,77 @@ async fn a_backend_killed_while_a_call_is_held_gives_a_clear_error() {
     h.wait_no_held().await;
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn url_elicitation_required_becomes_a_round_and_reissues_the_call() {
+    let h = Harness::start_with(
+        Backend::Stdio,
+        Options {
+            pool: "max_sessions = 1".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    // Without URL-mode support the client learns what it lacks.
+    let form_only = tool_call(
+        json!(1),
+        "needs_url",
+        json!({}),
+        &json!({"elicitation": {}}),
+    );
+    let exchange = post_raw(&h.url, &form_only).await;
+    assert_eq!(
+        (exchange.status, exchange.error_code()),
+        (400, Some(-32021)),
+        "{}",
+        exchange.body
+    );
+    assert_eq!(
+        exchange.error().unwrap()["data"]["requiredCapabilities"],
+        json!({"elicitation": {"url": {}}})
+    );
+
+    let first = tool_call(
+        json!(2),
+        "needs_url",
+        json!({}),
+        &json!({"elicitation": {"url": {}}}),
+    );
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
+    let request = &round.requests[&key];
+    assert_eq!(request["params"]["mode"], "url");
+    assert_eq!(
+        request["params"]["url"],
+        "https://auth.example/connect?elicitationId=conn-1"
+    );
+    assert!(request["params"].get("elicitationId").is_none());
+    let calls_before = h
+        .backend_methods()
+        .iter()
+        .filter(|m| *m == "tools/call")
+        .count();
+    let done = post_raw(
+        &h.url,
+        &retry_of(
+            &first,
+            json!(3),
+            json!({ key: {"action": "accept"} }),
+            &round.state,
+        ),
+    )
+    .await;
+    assert_eq!(text(&done), "Connected.", "{}", done.body);
+    let calls_after = h
+        .backend_methods()
+        .iter()
+        .filter(|m| *m == "tools/call")
+        .count();
+    assert_eq!(
+        calls_after,
+        calls_before + 1,
+        "the original call was issued again"
+    );
+    h.wait_no_held().await;
+    h.stop().await;
+}

@@ -38,11 +38,13 @@ pub enum CallEvent {
     Progress(Value),
     /// `notifications/message` params, as sent.
     Log(Value),
-    /// A request from the server made while this call was active.
+    /// A request from the server made while this call was active, or (`deferred`) one made
+    /// while the session was idle and kept for the next interruptible call.
     ServerRequest {
         id: Value,
         method: String,
         params: Option<Value>,
+        deferred: bool,
     },
     /// The server withdrew one of its own requests (`notifications/cancelled`).
     ServerRequestCancelled { id: Value },
@@ -222,6 +224,7 @@ impl SessionCore {
                             id: id.clone(),
                             method: method.clone(),
                             params,
+                            deferred: false,
                         };
                         if sink.send(event).await.is_err() {
                             let _ = self.respond(id, answer_locally(&method));
@@ -487,7 +490,12 @@ impl Session {
         if interruptible {
             let deferred = std::mem::take(&mut self.core.routing().deferred);
             for (id, method, params) in deferred {
-                let _ = tx.try_send(CallEvent::ServerRequest { id, method, params });
+                let _ = tx.try_send(CallEvent::ServerRequest {
+                    id,
+                    method,
+                    params,
+                    deferred: true,
+                });
             }
         }
         Ok(ActiveCall {
@@ -528,6 +536,21 @@ impl ActiveCall {
             self.open = false;
         }
         event
+    }
+
+    /// An event that already arrived, without waiting.
+    pub fn try_next_event(&mut self) -> Option<CallEvent> {
+        let event = self.events.try_recv().ok()?;
+        if matches!(event, CallEvent::Final(_) | CallEvent::Failed(_)) {
+            self.open = false;
+        }
+        Some(event)
+    }
+
+    /// Hands a server request back to the session, as if it had arrived outside any call
+    /// (the backend's unsolicited policy applies).
+    pub fn release(&self, id: Value, method: String, params: Option<Value>) {
+        self.core.unsolicited(id, method, params);
     }
 
     /// Answers a server request of this call.

@@ -7,7 +7,7 @@
 //! Dropping a [`CallDriver`] whose call is unfinished cancels the backend request
 //! (`notifications/cancelled`); the session then returns to the pool.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
@@ -68,6 +68,8 @@ pub struct CallDriver {
     refused: Option<Value>,
     keys_used: HashSet<String>,
     key_counter: u32,
+    /// Events that arrived while the call was held, read before waiting for new ones.
+    backlog: VecDeque<CallEvent>,
     /// Rounds completed so far.
     pub round: u32,
 }
@@ -114,6 +116,7 @@ impl CallDriver {
             refused: None,
             keys_used: HashSet::new(),
             key_counter: 0,
+            backlog: VecDeque::new(),
             round: 0,
         }
     }
@@ -163,6 +166,13 @@ impl CallDriver {
     pub fn resume(&mut self, scope: RequestScope, answers: ValidatedAnswers, round_wait: Duration) {
         self.log_rank = scope.log_level.as_deref().and_then(log_level_rank);
         self.scope = scope;
+        // Questions the backend withdrew while the call was held must not be answered.
+        while let Some(event) = self.call.try_next_event() {
+            if let CallEvent::ServerRequestCancelled { id } = &event {
+                self.outstanding.retain(|p| p.backend_id != *id);
+            }
+            self.backlog.push_back(event);
+        }
         for (key, result) in answers.0 {
             if let Some(pos) = self.outstanding.iter().position(|p| p.key == key) {
                 let input = self.outstanding.remove(pos);
@@ -185,6 +195,12 @@ impl CallDriver {
     /// get an error. The call itself is cancelled when the driver is dropped.
     pub fn abandon(&mut self, reason: &str) {
         for input in self.outstanding.drain(..) {
+            if input.deferred {
+                // Not this call's question: the session's policy decides, as when it arrived.
+                let (method, params) = input.original;
+                self.call.release(input.backend_id, method, params);
+                continue;
+            }
             let outcome = match input.kind {
                 InputKind::Elicitation => Ok(json!({ "action": "cancel" })),
                 _ => Err(JsonRpcError::new(
@@ -193,6 +209,15 @@ impl CallDriver {
                 )),
             };
             let _ = self.call.respond(input.backend_id, outcome);
+        }
+    }
+
+    /// The call ended while questions were still gathering for a round nobody will see: the
+    /// backend still waits for them, so the session's unsolicited policy answers or keeps them.
+    pub fn release_unanswered(&mut self) {
+        for input in self.outstanding.drain(..) {
+            let (method, params) = input.original;
+            self.call.release(input.backend_id, method, params);
         }
     }
 
@@ -215,10 +240,17 @@ impl CallDriver {
         Ok(())
     }
 
-    fn on_server_request(&mut self, id: Value, method: String, params: Option<Value>) {
+    fn on_server_request(
+        &mut self,
+        id: Value,
+        method: String,
+        params: Option<Value>,
+        deferred: bool,
+    ) {
         if !self.interruptible {
-            // This method cannot carry input_required: the client can never see the request.
-            let _ = self.call.respond(id, answer_locally(&method));
+            // This method cannot carry input_required, so the request is not its question:
+            // the session's unsolicited policy answers or keeps it.
+            self.call.release(id, method, params);
             return;
         }
         match gate(&method, params.as_ref(), &self.scope.client_capabilities) {
@@ -248,6 +280,8 @@ impl CallDriver {
                         .and_then(|p| p.get("elicitationId"))
                         .and_then(Value::as_str)
                         .map(String::from),
+                    original: (method.clone(), params.clone()),
+                    deferred,
                 };
                 if let Some(answer) = self.scope.preanswers.remove(&input.key) {
                     if let Ok(result) = validate_answer(&input, &answer) {
@@ -294,6 +328,8 @@ impl CallDriver {
                             .get("elicitationId")
                             .and_then(Value::as_str)
                             .map(String::from),
+                        original: ("elicitation/create".into(), Some(params.clone())),
+                        deferred: false,
                     });
                 }
                 Some(Gate::Refuse { required, .. }) => {
@@ -319,6 +355,12 @@ impl CallDriver {
             .flatten()
             .min()
             .unwrap_or(self.deadline);
+            if let Some(event) = self.backlog.pop_front() {
+                if let Some(step) = self.on_event(event) {
+                    return step;
+                }
+                continue;
+            }
             let event = tokio::select! {
                 event = self.call.next_event() => event,
                 _ = tokio::time::sleep_until(wake.into()) => {
@@ -339,68 +381,79 @@ impl CallDriver {
                     continue;
                 }
             };
-            match event {
-                CallEvent::Progress(mut params) => {
-                    let (Some(client_token), Some(ours)) = (
-                        &self.scope.client_progress_token,
-                        &self.backend_progress_token,
-                    ) else {
-                        continue;
-                    };
-                    if params.get("progressToken").and_then(Value::as_str) != Some(ours.as_str()) {
-                        continue;
-                    }
-                    params["progressToken"] = client_token.clone();
-                    return Step::Notify(jsonrpc::notification(
-                        "notifications/progress",
-                        Some(params),
-                    ));
-                }
-                CallEvent::Log(params) => {
-                    let Some(wanted) = self.log_rank else {
-                        continue;
-                    };
-                    let rank = params
-                        .get("level")
-                        .and_then(Value::as_str)
-                        .and_then(log_level_rank);
-                    if rank.is_some_and(|r| r >= wanted) {
-                        return Step::Notify(jsonrpc::notification(
-                            "notifications/message",
-                            Some(params),
-                        ));
-                    }
-                }
-                CallEvent::ServerRequest { id, method, params } => {
-                    self.on_server_request(id, method, params);
-                }
-                CallEvent::ServerRequestCancelled { id } => {
-                    // The backend withdrew its question: never answer it, never ask it.
-                    self.outstanding.retain(|p| p.backend_id != id);
-                    if self.outstanding.is_empty() {
-                        self.settle_deadline = None;
-                    }
-                }
-                CallEvent::ElicitationComplete(_) => {}
-                CallEvent::Final(Err(error))
-                    if self.interruptible
-                        && error.code == jsonrpc::codes::LEGACY_URL_ELICITATION_REQUIRED =>
-                {
-                    return self.url_required(error);
-                }
-                CallEvent::Final(Err(error)) if self.refused.is_some() => {
-                    tracing::debug!(
-                        code = error.code,
-                        "call failed after a refused server request"
-                    );
-                    let required = self.refused.take().unwrap_or_else(|| json!({}));
-                    return Step::Failed(GatewayError::MissingCapability { required });
-                }
-                CallEvent::Final(outcome) => return Step::Final(outcome),
-                CallEvent::Failed(e) => {
-                    return Step::Failed(GatewayError::BackendUnavailable(e.to_string()));
-                }
+            if let Some(step) = self.on_event(event) {
+                return step;
             }
+        }
+    }
+
+    /// What an event means for the current request; `None` when there is nothing to show yet.
+    fn on_event(&mut self, event: CallEvent) -> Option<Step> {
+        match event {
+            CallEvent::Progress(mut params) => {
+                let client_token = self.scope.client_progress_token.as_ref()?;
+                let ours = self.backend_progress_token.as_deref()?;
+                if params.get("progressToken").and_then(Value::as_str) != Some(ours) {
+                    return None;
+                }
+                params["progressToken"] = client_token.clone();
+                Some(Step::Notify(jsonrpc::notification(
+                    "notifications/progress",
+                    Some(params),
+                )))
+            }
+            CallEvent::Log(params) => {
+                let wanted = self.log_rank?;
+                let rank = params
+                    .get("level")
+                    .and_then(Value::as_str)
+                    .and_then(log_level_rank)?;
+                (rank >= wanted).then(|| {
+                    Step::Notify(jsonrpc::notification("notifications/message", Some(params)))
+                })
+            }
+            CallEvent::ServerRequest {
+                id,
+                method,
+                params,
+                deferred,
+            } => {
+                self.on_server_request(id, method, params, deferred);
+                None
+            }
+            CallEvent::ServerRequestCancelled { id } => {
+                // The backend withdrew its question: never answer it, never ask it.
+                self.outstanding.retain(|p| p.backend_id != id);
+                if self.outstanding.is_empty() {
+                    self.settle_deadline = None;
+                }
+                None
+            }
+            CallEvent::ElicitationComplete(_) => None,
+            CallEvent::Final(Err(error))
+                if self.interruptible
+                    && error.code == jsonrpc::codes::LEGACY_URL_ELICITATION_REQUIRED =>
+            {
+                Some(self.url_required(error))
+            }
+            CallEvent::Final(Err(error)) if self.refused.is_some() => {
+                tracing::debug!(
+                    code = error.code,
+                    "call failed after a refused server request"
+                );
+                let required = self.refused.take().unwrap_or_else(|| json!({}));
+                Some(Step::Failed(GatewayError::MissingCapability { required }))
+            }
+            CallEvent::Final(outcome) if self.interruptible && !self.outstanding.is_empty() => {
+                // Questions are waiting (e.g. deferred from an idle session): ask them now and
+                // keep the answer for the retry that brings theirs.
+                self.backlog.push_front(CallEvent::Final(outcome));
+                Some(Step::InputRequired)
+            }
+            CallEvent::Final(outcome) => Some(Step::Final(outcome)),
+            CallEvent::Failed(e) => Some(Step::Failed(GatewayError::BackendUnavailable(
+                e.to_string(),
+            ))),
         }
     }
 }

@@ -49,6 +49,11 @@ pub struct PendingInput {
     pub request: Value,
     /// URL-mode elicitation, kept server-side with its `elicitationId`.
     pub elicitation_id: Option<String>,
+    /// The request as the backend sent it (method, params), to hand it back to the session
+    /// if the call ends before a client saw it.
+    pub original: (String, Option<Value>),
+    /// Arrived while the session was idle: not this call's question.
+    pub deferred: bool,
 }
 
 impl PendingInput {
@@ -490,6 +495,8 @@ mod tests {
             kind: InputKind::Elicitation,
             request: json!({"method": "elicitation/create", "params": {"message": "m", "requestedSchema": schema}}),
             elicitation_id: None,
+            original: ("elicitation/create".into(), None),
+            deferred: false,
         }
     }
 

@@ -212,15 +212,21 @@ impl Bridge {
                         let _ = tx.send(Event::Notify(message)).await;
                     }
                 }
-                Step::Final(Ok(result)) => return Outcome::Complete(result),
-                Step::Final(Err(error)) => {
-                    return Outcome::Error(GatewayError::from_backend(
-                        error,
-                        &binding.method,
-                        &binding.error_context,
-                    ))
+                Step::Final(outcome) => {
+                    driver.release_unanswered();
+                    return match outcome {
+                        Ok(result) => Outcome::Complete(result),
+                        Err(error) => Outcome::Error(GatewayError::from_backend(
+                            error,
+                            &binding.method,
+                            &binding.error_context,
+                        )),
+                    };
                 }
-                Step::Failed(error) => return Outcome::Error(error),
+                Step::Failed(error) => {
+                    driver.release_unanswered();
+                    return Outcome::Error(error);
+                }
                 Step::InputRequired => return self.park(driver, binding),
                 Step::UrlRequired { inputs, error } => {
                     let round = driver.round + 1;

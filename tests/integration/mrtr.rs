@@ -852,3 +852,140 @@ async fn url_elicitation_required_becomes_a_round_and_reissues_the_call() {
     h.wait_no_held().await;
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_the_backend_withdrew_is_never_answered() {
+    let h = Harness::start(Backend::Stdio).await;
+    let first = tool_call(
+        json!(1),
+        "impatient_elicit",
+        json!({"ms": 200}),
+        &json!({"elicitation": {}}),
+    );
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
+    // The backend withdraws its question after 200 ms.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let done = post_raw(
+        &h.url,
+        &retry_of(
+            &first,
+            json!(2),
+            json!({ key: {"action": "accept", "content": {"name": "Late"}} }),
+            &round.state,
+        ),
+    )
+    .await;
+    assert_eq!(text(&done), "The question timed out.", "{}", done.body);
+    assert!(answers(&h).is_empty(), "no answer to a withdrawn question");
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_resent_after_a_broken_connection_gets_the_same_outcome() {
+    let h = Harness::start(Backend::Http).await;
+    let first = tool_call(
+        json!(1),
+        "slow_question",
+        json!({"ms": 800}),
+        &json!({"elicitation": {}}),
+    );
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
+    let retry = retry_of(
+        &first,
+        json!(2),
+        json!({ key: {"action": "accept", "content": {"name": "Ann"}} }),
+        &round.state,
+    );
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let broken = impatient
+        .post(&h.url)
+        .headers(crate::support::modern_client::standard_headers(&retry))
+        .body(retry.to_string())
+        .send()
+        .await;
+    assert!(broken.is_err(), "the first retry's connection broke");
+    let mut again = retry.clone();
+    again["id"] = json!(3);
+    let exchange = post_raw(&h.url, &again).await;
+    assert_eq!(
+        text(&exchange),
+        "Done for \"Ann\" after 800 ms.",
+        "{}",
+        exchange.body
+    );
+    assert_eq!(exchange.response().unwrap()["id"], 3);
+    assert_eq!(answers(&h).len(), 1, "the answer reached the backend once");
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+async fn roots_seen_by_backend(h: &Harness, caps: &Value, answer: Option<&str>) -> String {
+    // The session starts on a list call; the backend asks for roots right after `initialized`,
+    // outside any interruptible call.
+    let listed = post_raw(
+        &h.url,
+        &modern_request(
+            50,
+            "tools/list",
+            json!({}),
+            &crate::mrtr::caps(caps.clone()),
+        ),
+    )
+    .await;
+    assert_eq!(listed.result_type(), Some("complete"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for id in 0..6 {
+        let first = tool_call(json!(id), "known_roots", json!({}), caps);
+        let mut exchange = post_raw(&h.url, &first).await;
+        if exchange.result_type() == Some("input_required") {
+            let round = input_required(&exchange);
+            let key = key_of(&round, "roots/list");
+            let roots =
+                json!({"roots": [{"uri": answer.expect("no roots round expected"), "name": "w"}]});
+            exchange = post_raw(
+                &h.url,
+                &retry_of(&first, json!(100 + id), json!({ key: roots }), &round.state),
+            )
+            .await;
+        }
+        let seen = text(&exchange);
+        if seen != "none yet" {
+            return seen;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    "none yet".into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsolicited_requests_are_deferred_to_the_next_call_by_default() {
+    let options = Options {
+        env: vec![("LEGACY_BACKEND_ROOTS_ON_INIT", "1")],
+        pool: "max_sessions = 1".into(),
+        ..Options::default()
+    };
+    let h = Harness::start_with(Backend::Stdio, options).await;
+    let seen = roots_seen_by_backend(&h, &json!({"roots": {}}), Some("file:///work/space")).await;
+    assert!(seen.contains("file:///work/space"), "{seen}");
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsolicited_roots_can_be_answered_from_configuration() {
+    let options = Options {
+        env: vec![("LEGACY_BACKEND_ROOTS_ON_INIT", "1")],
+        backend: "unsolicited = \"static\"\nstatic_roots = [{ uri = \"file:///srv/static\", name = \"static\" }]".into(),
+        ..Options::default()
+    };
+    let h = Harness::start_with(Backend::Http, options).await;
+    let seen = roots_seen_by_backend(&h, &json!({"roots": {}}), None).await;
+    assert!(seen.contains("file:///srv/static"), "{seen}");
+    h.stop().await;
+}

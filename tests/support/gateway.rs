@@ -43,7 +43,17 @@ pub struct HttpBackend {
 
 impl HttpBackend {
     pub async fn start(addr: &str, json_response: bool, log: &Path) -> HttpBackend {
+        Self::start_with_env(addr, json_response, log, &[]).await
+    }
+
+    pub async fn start_with_env(
+        addr: &str,
+        json_response: bool,
+        log: &Path,
+        env: &[(&str, &str)],
+    ) -> HttpBackend {
         let mut command = Command::new(fixture_path());
+        command.envs(env.iter().copied());
         command.arg("--http").arg(addr);
         if json_response {
             command.arg("--json-response");
@@ -96,6 +106,8 @@ pub struct Options {
     pub pool: String,
     /// Extra `[mrtr]` keys; the sealing key is always [`TEST_STATE_KEY`].
     pub mrtr: String,
+    /// Environment of the legacy backend.
+    pub env: Vec<(&'static str, &'static str)>,
 }
 
 /// The `requestState` key of test gateways, so tests can forge states the gateway can open.
@@ -111,18 +123,29 @@ impl Harness {
         let backend_log = dir.path().join("backend.jsonl");
         std::fs::write(&backend_log, "").expect("create backend log");
         let (transport, http_backend) = match kind {
-            Backend::Stdio => (
-                format!(
-                    "transport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\"]\nenv = {{ LEGACY_BACKEND_LOG = {:?} }}\n",
-                    fixture_path().display().to_string(),
-                    backend_log.display().to_string()
-                ),
-                None,
-            ),
+            Backend::Stdio => {
+                let extra: String = options
+                    .env
+                    .iter()
+                    .map(|(k, v)| format!(", {k} = {v:?}"))
+                    .collect();
+                (
+                    format!(
+                        "transport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\"]\nenv = {{ LEGACY_BACKEND_LOG = {:?}{extra} }}\n",
+                        fixture_path().display().to_string(),
+                        backend_log.display().to_string()
+                    ),
+                    None,
+                )
+            }
             Backend::Http | Backend::HttpJson => {
-                let backend =
-                    HttpBackend::start("127.0.0.1:0", kind == Backend::HttpJson, &backend_log)
-                        .await;
+                let backend = HttpBackend::start_with_env(
+                    "127.0.0.1:0",
+                    kind == Backend::HttpJson,
+                    &backend_log,
+                    &options.env,
+                )
+                .await;
                 (
                     format!("transport = \"http\"\nurl = {:?}\n", backend.url),
                     Some(backend),

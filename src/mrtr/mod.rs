@@ -75,7 +75,7 @@ struct HeldCall {
 
 enum Held {
     /// A backend call still running, waiting for answers.
-    Live(CallDriver),
+    Live(Box<CallDriver>),
     /// A call the backend ended with -32042: re-issued once the client has visited the URLs.
     Reissue {
         inputs: Vec<PendingInput>,
@@ -252,7 +252,7 @@ impl Bridge {
         }
         driver.parked();
         let round = driver.round;
-        self.hold(Held::Live(driver), binding, round)
+        self.hold(Held::Live(Box::new(driver)), binding, round)
     }
 
     fn too_many_held(&self) -> GatewayError {
@@ -365,7 +365,7 @@ impl Bridge {
                     .remove(&payload.held_id)
                     .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
                 let (mut driver, validated) = match (held.kind, validated) {
-                    (Held::Live(driver), Some(validated)) => (driver, validated),
+                    (Held::Live(driver), Some(validated)) => (*driver, validated),
                     (Held::Reissue { inputs, error, .. }, _) => {
                         let accepted = inputs.iter().all(|input| {
                             answers

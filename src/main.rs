@@ -42,6 +42,8 @@ enum Command {
     },
     /// Run the built-in demo legacy (2025-11-25) MCP server on stdin/stdout.
     DemoBackend,
+    /// Print a new random `requestState` key (base64, 32 bytes) for `[mrtr] keys`.
+    Keygen,
 }
 
 fn init_tracing(format: LogFormat, default_level: &str) {
@@ -145,6 +147,10 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Keygen => {
+            println!("{}", mrtr_gateway::mrtr::state::generate_key());
+            ExitCode::SUCCESS
+        }
         Command::DemoBackend => match runtime.block_on(mrtr_gateway::demo::run_stdio()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

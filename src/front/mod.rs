@@ -8,6 +8,7 @@
 //! Tasks: the accept loop (owned by [`RunningGateway`]) and one task per connection, tracked in
 //! a `JoinSet` that the accept loop drains at shutdown.
 
+pub mod param_headers;
 pub mod translate;
 pub mod validate;
 
@@ -73,6 +74,8 @@ pub struct Route {
     pub config: RouteConfig,
     pub pool: Arc<Pool>,
     pub request_timeout: Duration,
+    /// `x-mcp-header` annotations learned from this route's `tools/list` results.
+    pub tool_headers: param_headers::ToolHeaders,
 }
 
 pub struct Gateway {
@@ -134,6 +137,9 @@ impl Reply {
             .and_then(|init| init.get("serverInfo").cloned());
         match outcome {
             Outcome::Complete(result) => {
+                if self.method == "tools/list" {
+                    self.route.tool_headers.learn(&result);
+                }
                 let stamped = translate::stamp_result(
                     &self.method,
                     result,
@@ -209,6 +215,7 @@ impl Gateway {
                     config: route.clone(),
                     pool: pool.clone(),
                     request_timeout: backend.request_timeout,
+                    tool_headers: Default::default(),
                 }),
             );
         }
@@ -306,7 +313,7 @@ impl Gateway {
                 meta,
             } => {
                 let result = self
-                    .dispatch(&route, id.clone(), &method, params, meta)
+                    .dispatch(&route, &parts.headers, id.clone(), &method, params, meta)
                     .await;
                 result.map_err(|e| (Some(id), e))
             }
@@ -316,6 +323,7 @@ impl Gateway {
     async fn dispatch(
         &self,
         route: &Arc<Route>,
+        headers: &http::HeaderMap,
         id: Value,
         method: &str,
         params: Map<String, Value>,
@@ -347,7 +355,18 @@ impl Gateway {
                 method: method.into(),
                 data: Some(json!({ "supported": SUPPORTED_VERSIONS })),
             }),
-            m if translate::is_forwarded(m) => self.forward(route, id, m, params, meta).await,
+            m if translate::is_forwarded(m) => {
+                if m == "tools/call" {
+                    let name = params
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    route
+                        .tool_headers
+                        .check(name, params.get("arguments"), headers)?;
+                }
+                self.forward(route, id, m, params, meta).await
+            }
             other => Err(GatewayError::method_not_found(other)),
         }
     }

@@ -543,7 +543,7 @@ fn unexpected_answer(method: &str) -> McpError {
 }
 
 /// Why a request to the client produced no usable answer.
-enum AskError {
+pub enum AskError {
     /// The tool call that needed the answer was cancelled.
     Cancelled,
     /// The client answered with a JSON-RPC error.
@@ -572,7 +572,7 @@ impl AskError {
 /// Sends `request` to the client through the peer of the call being handled
 /// and waits for the answer. If that call is cancelled first, the request is
 /// withdrawn with `notifications/cancelled`.
-async fn ask_client(
+pub async fn ask_client(
     context: &RequestContext<RoleServer>,
     request: ServerRequest,
 ) -> Result<ClientResult, AskError> {

@@ -27,7 +27,7 @@ use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::{BackendError, BackendSpec, TransportEvent};
+use super::{BackendError, BackendSpec, Outbox, TransportEvent};
 
 pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -68,7 +68,7 @@ struct Shared {
 
 pub struct HttpTransport {
     shared: Arc<Shared>,
-    outbox: Mutex<Option<mpsc::UnboundedSender<Outgoing>>>,
+    outbox: Outbox<Outgoing>,
     writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -114,26 +114,13 @@ impl HttpTransport {
         let writer = tokio::spawn(write_loop(shared.clone(), outgoing));
         Ok(Self {
             shared,
-            outbox: Mutex::new(Some(outbox)),
+            outbox: Outbox::new(outbox),
             writer: Mutex::new(Some(writer)),
         })
     }
 
-    fn queue(&self, item: Outgoing) -> Result<(), BackendError> {
-        let guard = self
-            .outbox
-            .lock()
-            .map_err(|_| BackendError::Closed("transport lock poisoned".into()))?;
-        match guard.as_ref() {
-            Some(tx) => tx
-                .send(item)
-                .map_err(|_| BackendError::Closed("HTTP transport stopped".into())),
-            None => Err(BackendError::Closed("transport shut down".into())),
-        }
-    }
-
     pub fn send(&self, message: Value) -> Result<(), BackendError> {
-        self.queue(Outgoing::Message(message))
+        self.outbox.send(Outgoing::Message(message))
     }
 
     pub fn initialized(&self, protocol_version: &str) {
@@ -143,13 +130,11 @@ impl HttpTransport {
         ) {
             *slot = Some(value);
         }
-        let _ = self.queue(Outgoing::OpenStandaloneStream);
+        let _ = self.outbox.send(Outgoing::OpenStandaloneStream);
     }
 
     pub async fn shutdown(&self) {
-        if let Ok(mut outbox) = self.outbox.lock() {
-            outbox.take();
-        }
+        self.outbox.close();
         let writer = self.writer.lock().ok().and_then(|mut w| w.take());
         if let Some(writer) = writer {
             writer.abort();
@@ -250,6 +235,16 @@ impl Shared {
             .map_err(|e| BackendError::Connect(e.to_string()))
     }
 
+    /// HTTP 404 for a request that carried the session id: the server forgot the session.
+    async fn session_lost(&self) {
+        let _ = self
+            .inbound
+            .send(TransportEvent::Closed(
+                "backend session expired (HTTP 404)".into(),
+            ))
+            .await;
+    }
+
     async fn deliver(&self, value: Value) {
         let _ = self.inbound.send(TransportEvent::Message(value)).await;
     }
@@ -283,12 +278,7 @@ impl Shared {
         }
         let status = response.status();
         if status == StatusCode::NOT_FOUND && had_session {
-            let _ = self
-                .inbound
-                .send(TransportEvent::Closed(
-                    "backend session expired (HTTP 404)".into(),
-                ))
-                .await;
+            self.session_lost().await;
             return None;
         }
         if status.is_success() {
@@ -514,12 +504,7 @@ async fn open_get(shared: &Shared, last_event_id: Option<&str>) -> GetOutcome {
             GetOutcome::Stream(response.into_body())
         }
         Ok(response) if response.status() == StatusCode::NOT_FOUND && had_session => {
-            let _ = shared
-                .inbound
-                .send(TransportEvent::Closed(
-                    "backend session expired (HTTP 404)".into(),
-                ))
-                .await;
+            shared.session_lost().await;
             GetOutcome::SessionLost
         }
         Ok(_) | Err(_) => GetOutcome::Unavailable,
@@ -541,12 +526,7 @@ async fn standalone_stream(shared: Arc<Shared>) {
         match shared.client.request(request).await {
             Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => return,
             Ok(response) if response.status() == StatusCode::NOT_FOUND && had_session => {
-                let _ = shared
-                    .inbound
-                    .send(TransportEvent::Closed(
-                        "backend session expired (HTTP 404)".into(),
-                    ))
-                    .await;
+                shared.session_lost().await;
                 return;
             }
             Ok(response) if response.status() == StatusCode::OK && is_event_stream(&response) => {

@@ -12,7 +12,7 @@ pub mod pool;
 pub mod session;
 pub mod stdio;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -117,5 +117,28 @@ impl Transport {
             Self::Stdio(t) => t.shutdown().await,
             Self::Http(t) => t.shutdown().await,
         }
+    }
+}
+
+/// The queue a transport's writer task drains; closing it is how a transport stops writing.
+pub struct Outbox<T>(Mutex<Option<mpsc::UnboundedSender<T>>>);
+
+impl<T> Outbox<T> {
+    pub fn new(sender: mpsc::UnboundedSender<T>) -> Self {
+        Self(Mutex::new(Some(sender)))
+    }
+
+    pub fn send(&self, item: T) -> Result<(), BackendError> {
+        let guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.as_ref() {
+            Some(tx) => tx
+                .send(item)
+                .map_err(|_| BackendError::Closed("backend writer stopped".into())),
+            None => Err(BackendError::Closed("transport shut down".into())),
+        }
+    }
+
+    pub fn close(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 }

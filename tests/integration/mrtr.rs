@@ -989,3 +989,26 @@ async fn unsolicited_roots_can_be_answered_from_configuration() {
     assert!(seen.contains("file:///srv/static"), "{seen}");
     h.stop().await;
 }
+
+/// A backend that answers POSTs with JSON sends its questions on the standalone GET stream; with
+/// one call active on the session they still belong to that call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_on_the_get_stream_belong_to_the_active_call() {
+    let h = Harness::start(Backend::HttpJson).await;
+    let first = tool_call(json!(1), "ask_name", json!({}), &json!({"elicitation": {}}));
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
+    let done = post_raw(
+        &h.url,
+        &retry_of(
+            &first,
+            json!(2),
+            json!({ key: {"action": "accept", "content": {"name": "Get"}} }),
+            &round.state,
+        ),
+    )
+    .await;
+    assert_eq!(text(&done), "Hello, Get!", "{}", done.body);
+    h.wait_no_held().await;
+    h.stop().await;
+}

@@ -575,6 +575,92 @@ const TOOLS = [
   },
 ];
 
+// The fixtures of the suite's tasks scenarios, as plain synchronous tools. The tasks extension
+// (io.modelcontextprotocol/tasks) belongs to 2026-07-28 and cannot be offered by a 2025-11-25
+// server, so these tools never create a task; they only give those scenarios something to call.
+TOOLS.push(
+  {
+    name: 'greet',
+    description: 'Greets the given name.',
+    inputSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+    run: async (args) => text(`Hello, ${args.name}!`),
+  },
+  {
+    name: 'slow_compute',
+    description: 'Waits the given number of seconds, then returns.',
+    inputSchema: {
+      type: 'object',
+      properties: { seconds: { type: 'number', minimum: 0 }, label: { type: 'string' } },
+      required: ['seconds'],
+    },
+    run: async (args, ctx) => {
+      const seconds = Math.min(Math.max(Number(args.seconds) || 0, 0), 60);
+      await new Promise((resolve) => {
+        const timer = setTimeout(resolve, seconds * 1000);
+        ctx.extra.signal.addEventListener('abort', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      if (ctx.extra.signal.aborted) return toolError('Cancelled.');
+      return text(`Computed ${args.label ?? 'result'} after ${seconds}s.`);
+    },
+  },
+  {
+    name: 'failing_job',
+    description: 'Fails after about a second, reporting the failure as a tool result with isError.',
+    run: async () => {
+      await sleep(1000);
+      return toolError('The job failed.');
+    },
+  },
+  {
+    name: 'protocol_error_job',
+    description: 'Fails with a JSON-RPC internal error.',
+    run: async () => {
+      throw new McpError(ErrorCode.InternalError, 'The job crashed.');
+    },
+  },
+  {
+    name: 'confirm_delete',
+    description: 'Asks for confirmation (elicitation, key confirm_delete) before pretending to delete a file.',
+    inputSchema: { type: 'object', properties: { filename: { type: 'string' } }, required: ['filename'] },
+    run: async (args, ctx) => {
+      requireCapability(ctx, 'elicitation');
+      const result = await elicit(
+        ctx,
+        'confirm_delete',
+        `Delete ${args.filename}?`,
+        formSchema({ confirm: { type: 'boolean' } }),
+      );
+      const confirmed = result.action === 'accept' && result.content?.confirm === true;
+      return text(confirmed ? `Deleted ${args.filename}.` : `Kept ${args.filename}.`);
+    },
+  },
+  {
+    name: 'multi_input',
+    description: 'Asks two questions at the same time (elicitation, keys first and second).',
+    run: async (_args, ctx) => {
+      requireCapability(ctx, 'elicitation');
+      const schema = formSchema({ name: { type: 'string' }, confirm: { type: 'boolean' } }, ['name']);
+      const answers = await Promise.all([
+        elicit(ctx, 'first', 'First question: your name?', schema),
+        elicit(ctx, 'second', 'Second question: your name?', schema),
+      ]);
+      return text(answers.map((a) => (a.action === 'accept' ? a.content?.name : `(${a.action})`)).join(', '));
+    },
+  },
+  {
+    name: 'test_tool_with_task',
+    description: "Asks for the user's name (elicitation, key user_name), then greets them.",
+    run: async (_args, ctx) => {
+      requireCapability(ctx, 'elicitation');
+      const result = await elicit(ctx, 'user_name', 'What is your name?', formSchema({ name: { type: 'string' } }));
+      return text(result.action === 'accept' ? `Hello, ${result.content?.name}!` : `No name (${result.action}).`);
+    },
+  },
+);
+
 const DYNAMIC_TOOL = {
   name: 'test_dynamic_tool',
   description: 'Listed only after test_trigger_tool_change has added it.',

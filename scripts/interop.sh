@@ -44,8 +44,8 @@ export CARGO_TERM_COLOR=never
 
 rm -rf "$OUT"
 mkdir -p "$LOGS"
-PIDFILE=$OUT/pids            # PIDs of every process started here (and by client-interop.mjs)
-: >"$PIDFILE"
+PIDS=()                         # live background processes started by this script
+CLIENT_PIDFILE=$OUT/client-pids # live processes started by client-interop.mjs (it keeps it current)
 STATUS_FILE=$OUT/status.tsv  # step <TAB> PASS|FAIL <TAB> detail
 : >"$STATUS_FILE"
 
@@ -60,12 +60,19 @@ step_timeout() {
 record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$STATUS_FILE"; }
 
 # ---------------------------------------------------------------------------------------------
-# Process bookkeeping: every background process goes through `track`.
+# Process bookkeeping: every background process goes through `track`, and leaves the list
+# (`untrack`) once reaped, so that a recycled PID is never signalled.
 
-track() { echo "$1" >>"$PIDFILE"; }
+track() { PIDS+=("$1"); }
+untrack() {
+  local keep=() p
+  for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
+  PIDS=("${keep[@]}")
+}
 
 stop_pid() {
   local pid=$1 i
+  untrack "$pid"
   kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; return 0; }
   kill -TERM "$pid" 2>/dev/null || true
   for ((i = 0; i < 100; i++)); do
@@ -80,14 +87,23 @@ stop_pid() {
 }
 
 stop_all() {
-  local pids pid
-  [[ -f $PIDFILE ]] || return 0
+  local i pid pids=()
   # Newest first: gateways before the backends they talk to.
-  mapfile -t pids < <(tac "$PIDFILE")
-  for pid in "${pids[@]}"; do
-    [[ $pid =~ ^[0-9]+$ ]] && stop_pid "$pid"
-  done
-  : >"$PIDFILE"
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[i]}"; done
+  # What client-interop.mjs still had running (only if it died without cleaning up). These are
+  # not our children: signal them, then poll.
+  if [[ -s $CLIENT_PIDFILE ]]; then
+    mapfile -t pids <"$CLIENT_PIDFILE"
+    for pid in "${pids[@]}"; do [[ $pid =~ ^[0-9]+$ ]] && kill -TERM "$pid" 2>/dev/null || true; done
+    for ((i = 0; i < 50; i++)); do
+      local alive=0
+      for pid in "${pids[@]}"; do [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && alive=1; done
+      ((alive)) || break
+      sleep 0.1
+    done
+    for pid in "${pids[@]}"; do [[ $pid =~ ^[0-9]+$ ]] && kill -KILL "$pid" 2>/dev/null || true; done
+    : >"$CLIENT_PIDFILE"
+  fi
 }
 
 on_exit() {
@@ -113,6 +129,7 @@ run_bounded() {
   pid=$!
   track "$pid"
   wait "$pid" || rc=$?
+  untrack "$pid"
   return "$rc"
 }
 
@@ -160,9 +177,15 @@ EOF
     done
     echo "interop: gateway $name did not come up on port $port (attempt $attempt); log tail:" >&2
     tail -n 5 "$logf" >&2 || true
-    stop_pid "$GW_PID"
+    local rc=0
+    if kill -0 "$GW_PID" 2>/dev/null; then
+      stop_pid "$GW_PID"
+    else
+      untrack "$GW_PID"
+      wait "$GW_PID" 2>/dev/null || rc=$?
+    fi
     # Exit status 2 is a configuration error: another port will not help.
-    if wait "$GW_PID" 2>/dev/null; then :; else [[ $? == 2 ]] && return 1; fi
+    [[ $rc == 2 ]] && return 1
   done
   return 1
 }
@@ -174,9 +197,10 @@ log "npm ci (tests/interop)"
 NPM_OK=1
 if [[ ${INTEROP_SKIP_NPM_CI:-0} == 1 && -x $NODE22 ]]; then
   log "skipped (INTEROP_SKIP_NPM_CI=1)"
-elif (cd "$INTEROP" && run_bounded "$(step_timeout 300)" "$LOGS/npm-ci.log" npm ci --no-audit --no-fund); then
-  :
+elif cd "$INTEROP" && run_bounded "$(step_timeout 300)" "$LOGS/npm-ci.log" npm ci --no-audit --no-fund; then
+  cd "$REPO"
 else
+  cd "$REPO"
   NPM_OK=0
   tail -n 20 "$LOGS/npm-ci.log" >&2 || true
 fi
@@ -266,13 +290,16 @@ args = [$(toml_str "$BACKEND_MJS"), \"--stdio\"]"
     return 0
   fi
   url=$GW_URL
-  (cd "$INTEROP" && PATH="$NODE22_BIN:$PATH" run_bounded "$(step_timeout 240)" "$LOGS/conformance-$transport.log" \
-    npx --no-install conformance server --url "$url" --requirements 2026-07-28 -o "$outdir" --timeout 20000) || conf_rc=$?
+  cd "$INTEROP"
+  PATH="$NODE22_BIN:$PATH" run_bounded "$(step_timeout 240)" "$LOGS/conformance-$transport.log" \
+    npx --no-install conformance server --url "$url" --requirements 2026-07-28 -o "$outdir" --timeout 20000 || conf_rc=$?
+  cd "$REPO"
   stop_pid "$GW_PID"
   [[ -n ${bpid:-} ]] && stop_pid "$bpid"
   sed -n '/=== SUMMARY ===/,$p' "$LOGS/conformance-$transport.log" >"$LOGS/conformance-$transport.summary.txt" || true
   python3 "$REPO/scripts/conformance_gate.py" "$outdir" --label "$transport" \
-    --json "$OUT/conformance-$transport.gate.json" | tee "$LOGS/conformance-$transport.gate.txt" || gate_rc=${PIPESTATUS[0]}
+    --json "$OUT/conformance-$transport.gate.json" >"$LOGS/conformance-$transport.gate.txt" 2>&1 || gate_rc=$?
+  cat "$LOGS/conformance-$transport.gate.txt"
   local line
   line=$(tail -n1 "$LOGS/conformance-$transport.gate.txt" 2>/dev/null || true)
   if [[ $conf_rc == 0 && $gate_rc == 0 ]]; then
@@ -294,9 +321,11 @@ CLIENT_JSON=$OUT/client-interop.json
 if [[ $NPM_OK == 1 && $BUILD_OK == 1 ]]; then
   log "client interop (@modelcontextprotocol/client pinned to 2026-07-28)"
   client_rc=0
-  (cd "$INTEROP" && PATH="$NODE22_BIN:$PATH" run_bounded "$(step_timeout 300)" "$LOGS/client-interop.log" \
+  cd "$INTEROP"
+  PATH="$NODE22_BIN:$PATH" run_bounded "$(step_timeout 300)" "$LOGS/client-interop.log" \
     "$NODE22" client-interop.mjs --gateway "$GATEWAY" --out "$CLIENT_JSON" \
-    --workdir "$OUT/client-work" --pid-file "$PIDFILE") || client_rc=$?
+    --workdir "$OUT/client-work" --pid-file "$CLIENT_PIDFILE" || client_rc=$?
+  cd "$REPO"
   stop_all # anything the client run left behind (normally nothing)
   sed -n '/^Client  /,$p' "$LOGS/client-interop.log"
   if [[ $client_rc == 0 ]]; then

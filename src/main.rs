@@ -18,6 +18,9 @@ struct Cli {
     /// 127.0.0.1:8080/mcp.
     #[arg(long, short, global = true, env = "MRTR_GATEWAY_CONFIG")]
     config: Option<PathBuf>,
+    /// Listen on this address instead of the configured `server.listen`.
+    #[arg(long, global = true, env = "MRTR_GATEWAY_LISTEN")]
+    listen: Option<std::net::SocketAddr>,
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "MRTR_GATEWAY_LOG_FORMAT")]
     log_format: LogFormat,
@@ -74,8 +77,8 @@ async fn shutdown_signal() {
     }
 }
 
-async fn serve(config_path: Option<PathBuf>) -> ExitCode {
-    let config = match config_path {
+async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr>) -> ExitCode {
+    let mut config = match config_path {
         Some(path) => match Config::load(&path) {
             Ok(c) => c,
             Err(e) => {
@@ -91,6 +94,9 @@ async fn serve(config_path: Option<PathBuf>) -> ExitCode {
             }
         },
     };
+    if let Some(listen) = listen {
+        config.server.listen = listen;
+    }
     let running = match mrtr_gateway::start(&config).await {
         Ok(r) => r,
         Err(e) => {
@@ -131,7 +137,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => runtime.block_on(serve(cli.config)),
+        Command::Serve => runtime.block_on(serve(cli.config, cli.listen)),
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => {
                 println!(

@@ -478,3 +478,21 @@ async fn the_pinned_client_does_not_fall_back() {
     );
     legacy.stop().await;
 }
+
+/// The backend's `ping` is answered by the gateway; no client ever sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backend_pings_are_answered_by_the_gateway() {
+    for kind in Backend::ALL {
+        let h = Harness::start(kind).await;
+        let exchange = post_raw(
+            &h.url,
+            &modern_request(1, "tools/call", json!({"name": "ping_client"}), &caps()),
+        )
+        .await;
+        assert_eq!(
+            exchange.result().unwrap()["content"][0]["text"],
+            "ping answered: true"
+        );
+        h.stop().await;
+    }
+}

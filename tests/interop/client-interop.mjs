@@ -92,8 +92,8 @@ const WORK = opts.workdir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'mrtr-client-
 fs.mkdirSync(WORK, { recursive: true });
 
 // ------------------------------------------------------------------------------------------------
-// Child processes: every one is tracked by PID (also appended to --pid-file, so that the calling
-// script's trap can stop them even if this process dies) and stopped on exit.
+// Child processes: every one is tracked by PID (also listed in --pid-file while it runs, so that
+// the calling script's trap can stop them even if this process dies) and stopped on exit.
 
 const children = new Set();
 
@@ -115,9 +115,21 @@ function spawnTracked(label, cmd, args, { env, logFile, cwd } = {}) {
   });
   child.exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   children.add(child);
-  child.exited.then(() => children.delete(child));
-  if (opts.pidFile && child.pid) fs.appendFileSync(opts.pidFile, `${child.pid}\n`);
+  writePidFile();
+  child.exited.then(() => {
+    children.delete(child);
+    writePidFile();
+  });
   return child;
+}
+
+// The --pid-file always lists exactly the child processes still running.
+function writePidFile() {
+  if (!opts.pidFile) return;
+  const pids = [...children].map((c) => c.pid).filter(Boolean);
+  try {
+    fs.writeFileSync(opts.pidFile, pids.length ? `${pids.join('\n')}\n` : '');
+  } catch {}
 }
 
 async function stopChild(child, graceMs = 8000) {

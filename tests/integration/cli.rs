@@ -1,0 +1,105 @@
+//! The binary as a user runs it: the embedded default (demo backend, no configuration) and
+//! `check-config`.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::model::ClientCapabilities;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::support::modern_client::{modern_request, post_raw};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_serves_the_demo_backend_with_mrtr() {
+    let mut gateway = Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("MRTR_GATEWAY_CONFIG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("gateway starts");
+    let mut lines = BufReader::new(gateway.stderr.take().expect("stderr")).lines();
+    let url = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.split("serving ").nth(1) {
+                return rest.split_whitespace().next().map(String::from);
+            }
+        }
+        None
+    })
+    .await
+    .expect("the gateway says where it serves")
+    .expect("a serving line");
+    // Keep draining stderr so the gateway never blocks on it.
+    let drain = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+
+    let caps: ClientCapabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
+    let discover = post_raw(
+        &url,
+        &modern_request(1, "server/discover", json!({}), &caps),
+    )
+    .await;
+    assert_eq!(
+        discover.result().unwrap()["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mrtr-gateway-demo"
+    );
+    let first = modern_request(2, "tools/call", json!({"name": "ask_name"}), &caps);
+    let round = post_raw(&url, &first).await;
+    let result = round.result().expect("a result");
+    assert_eq!(result["resultType"], "input_required", "{}", round.body);
+    let key = result["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .expect("one input request");
+    let mut retry = first.clone();
+    retry["id"] = json!(3);
+    retry["params"]["inputResponses"] =
+        json!({ key: {"action": "accept", "content": {"name": "Ada"}} });
+    retry["params"]["requestState"] = result["requestState"].clone();
+    let done = post_raw(&url, &retry).await;
+    assert_eq!(done.result().unwrap()["content"][0]["text"], "Hello, Ada!");
+
+    let _ = gateway.kill().await;
+    drain.abort();
+}
+
+#[tokio::test]
+async fn check_config_accepts_the_examples_and_names_the_bad_key() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let ok = Command::new(BIN)
+        .args(["check-config", &format!("{root}/config/stdio.example.toml")])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("ok (1 route(s), 1 backend(s))"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[route]]\npath = \"/mcp\"\nbackend = \"b\"\n[backend.b]\ntransport = \"http\"\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["check-config", &bad.display().to_string()])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("backend.b.url: required when transport = \"http\""));
+
+    let key = Command::new(BIN).arg("keygen").output().await.unwrap();
+    let key = String::from_utf8_lossy(&key.stdout).trim().to_string();
+    assert!(mrtr_gateway::mrtr::state::KeyRing::from_base64(&[key]).is_ok());
+}

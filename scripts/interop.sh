@@ -242,11 +242,17 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
-# 3. Conformance suite through the gateway, legacy conformance backend over stdio and HTTP
+# 3. Conformance suite through the gateway, legacy conformance backend over stdio and HTTP.
+#    Both transports run at once: most of a run is the not-scored tasks-* scenarios waiting out
+#    their own timers.
 
-run_conformance() {
-  local transport=$1 backend_toml url burl bpid i conf_rc=0 gate_rc=0 outdir=$OUT/conformance-$transport
-  local label="conformance ($transport)"
+declare -A CONF_BPID=() CONF_GWPID=() CONF_RUNPID=() CONF_DONE=()
+
+# conformance_start TRANSPORT: backend (HTTP only), gateway, then the suite in the background.
+conformance_start() {
+  local transport=$1
+  local backend_toml burl bpid= i label="conformance ($1)"
+  CONF_DONE[$transport]=1
   if [[ $NPM_OK != 1 || $BUILD_OK != 1 ]]; then
     record "$label" FAIL "not run: npm ci or the build failed"
     return 0
@@ -256,7 +262,7 @@ run_conformance() {
     record "$label" FAIL "not run: legacy conformance backend ${BACKEND_MJS#"$REPO"/} is missing"
     return 0
   fi
-  log "conformance, backend over $transport"
+  log "conformance, backend over $transport: starting"
   if [[ $transport == http ]]; then
     PATH="$NODE22_BIN:$PATH" "$NODE22" "$BACKEND_MJS" --http 127.0.0.1:0 \
       >"$LOGS/conformance-backend-http.out" 2>"$LOGS/conformance-backend-http.err" &
@@ -271,12 +277,13 @@ run_conformance() {
       sleep 0.1
     done
     if [[ -z $burl ]]; then
-      echo "interop: the HTTP conformance backend did not print LISTENING within 20 s" >&2
+      echo "interop: the HTTP conformance backend printed no LISTENING line within 20 s" >&2
       tail -n 20 "$LOGS/conformance-backend-http.err" >&2 || true
       stop_pid "$bpid"
       record "$label" FAIL "backend did not start (no LISTENING line; see logs/conformance-backend-http.err)"
       return 0
     fi
+    CONF_BPID[$transport]=$bpid
     backend_toml="transport = \"http\"
 url = $(toml_str "$burl")"
   else
@@ -286,33 +293,48 @@ args = [$(toml_str "$BACKEND_MJS"), \"--stdio\"]"
   fi
   if ! start_gateway "conformance-$transport" "$backend_toml"; then
     record "$label" FAIL "gateway did not start (see logs/gateway-conformance-$transport.log)"
-    [[ -n ${bpid:-} ]] && stop_pid "$bpid"
+    [[ -n $bpid ]] && stop_pid "$bpid"
     return 0
   fi
-  url=$GW_URL
+  CONF_GWPID[$transport]=$GW_PID
   cd "$INTEROP"
-  PATH="$NODE22_BIN:$PATH" run_bounded "$(step_timeout 240)" "$LOGS/conformance-$transport.log" \
-    npx --no-install conformance server --url "$url" --requirements 2026-07-28 -o "$outdir" --timeout 20000 || conf_rc=$?
+  PATH="$NODE22_BIN:$PATH" timeout --kill-after=10 "$(step_timeout 240)" \
+    npx --no-install conformance server --url "$GW_URL" --requirements 2026-07-28 \
+    -o "$OUT/conformance-$transport" --timeout 20000 >"$LOGS/conformance-$transport.log" 2>&1 &
+  CONF_RUNPID[$transport]=$!
+  track "${CONF_RUNPID[$transport]}"
   cd "$REPO"
-  stop_pid "$GW_PID"
-  [[ -n ${bpid:-} ]] && stop_pid "$bpid"
+  CONF_DONE[$transport]=0
+}
+
+# conformance_finish TRANSPORT: wait for the suite, stop its gateway and backend, gate.
+conformance_finish() {
+  local transport=$1 conf_rc=0 gate_rc=0 line why label="conformance ($1)"
+  [[ ${CONF_DONE[$transport]} == 0 ]] || return 0
+  wait "${CONF_RUNPID[$transport]}" || conf_rc=$?
+  untrack "${CONF_RUNPID[$transport]}"
+  log "conformance, backend over $transport: suite exited $conf_rc"
+  stop_pid "${CONF_GWPID[$transport]}"
+  [[ -n ${CONF_BPID[$transport]:-} ]] && stop_pid "${CONF_BPID[$transport]}"
   sed -n '/=== SUMMARY ===/,$p' "$LOGS/conformance-$transport.log" >"$LOGS/conformance-$transport.summary.txt" || true
-  python3 "$REPO/scripts/conformance_gate.py" "$outdir" --label "$transport" \
+  python3 "$REPO/scripts/conformance_gate.py" "$OUT/conformance-$transport" --label "$transport" \
     --json "$OUT/conformance-$transport.gate.json" >"$LOGS/conformance-$transport.gate.txt" 2>&1 || gate_rc=$?
   cat "$LOGS/conformance-$transport.gate.txt"
-  local line
   line=$(tail -n1 "$LOGS/conformance-$transport.gate.txt" 2>/dev/null || true)
   if [[ $conf_rc == 0 && $gate_rc == 0 ]]; then
     record "$label" PASS "$line; suite exit 0"
   else
-    local why="suite exit $conf_rc"
+    why="suite exit $conf_rc"
     [[ $conf_rc == 124 ]] && why="suite timed out (exit 124)"
     record "$label" FAIL "${line:-gate produced no verdict}; $why"
   fi
+  CONF_DONE[$transport]=1
 }
 
-run_conformance stdio
-run_conformance http
+conformance_start stdio
+conformance_start http
+conformance_finish stdio
+conformance_finish http
 
 # ---------------------------------------------------------------------------------------------
 # 4. Client interop

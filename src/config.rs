@@ -161,6 +161,10 @@ pub struct ServerConfig {
     /// Interval of SSE keep-alive comments on long responses.
     #[serde(default = "default_keep_alive", with = "humantime_serde")]
     pub sse_keep_alive: Duration,
+    /// Allow routes without authentication on a non-loopback listener (e.g. behind a proxy
+    /// that authenticates).
+    #[serde(default)]
+    pub allow_unauthenticated: bool,
     /// Grace period for in-flight calls at shutdown.
     #[serde(default = "default_drain", with = "humantime_serde")]
     pub drain_timeout: Duration,
@@ -174,6 +178,7 @@ impl Default for ServerConfig {
             allowed_hosts: None,
             allowed_origins: None,
             sse_keep_alive: default_keep_alive(),
+            allow_unauthenticated: false,
             drain_timeout: default_drain(),
         }
     }
@@ -221,6 +226,16 @@ pub struct RouteConfig {
     /// `cacheScope` stamped on cacheable results.
     #[serde(default = "default_scope")]
     pub cache_scope: CacheScope,
+    /// Who may call this route.
+    #[serde(default)]
+    pub auth: crate::auth::AuthConfig,
+    /// This endpoint's canonical URL, for its protected resource metadata (RFC 9728). Default:
+    /// derived from the request's Host.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Authorization servers named in the protected resource metadata.
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
 }
 
 fn default_scope() -> CacheScope {
@@ -385,6 +400,9 @@ impl Config {
                 backend: "demo".into(),
                 ttl_ms: 0,
                 cache_scope: CacheScope::Private,
+                auth: crate::auth::AuthConfig::None,
+                resource: None,
+                authorization_servers: Vec::new(),
             }],
             backends,
             mrtr: MrtrConfig::default(),
@@ -417,11 +435,80 @@ impl Config {
                     format!("\"{}\" is used by another route", route.path),
                 ));
             }
+            if matches!(route.auth, crate::auth::AuthConfig::None)
+                && !self.server.listen.ip().is_loopback()
+                && !self.server.allow_unauthenticated
+            {
+                return Err(invalid(
+                    format!("{key}.auth"),
+                    "mode = \"none\" needs a loopback server.listen (or server.allow_unauthenticated = true)",
+                ));
+            }
             if !self.backends.contains_key(&route.backend) {
                 return Err(invalid(
                     format!("{key}.backend"),
                     format!("no [backend.{}] is defined", route.backend),
                 ));
+            }
+        }
+        for (i, route) in self.routes.iter_mut().enumerate() {
+            match &mut route.auth {
+                crate::auth::AuthConfig::Bearer { tokens } => {
+                    if tokens.is_empty() {
+                        return Err(invalid(
+                            format!("route[{i}].auth.tokens"),
+                            "at least one token is required",
+                        ));
+                    }
+                    for (t, token) in tokens.iter_mut().enumerate() {
+                        let tkey = format!("route[{i}].auth.tokens[{t}]");
+                        if let Some(secret) = token.token.as_mut() {
+                            *secret = expand_env(&tkey, secret)?;
+                        }
+                        if let Some(digest) = token.sha256.as_mut() {
+                            *digest = expand_env(&tkey, digest)?;
+                            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit())
+                            {
+                                return Err(invalid(
+                                    format!("{tkey}.sha256"),
+                                    "must be 64 hex digits",
+                                ));
+                            }
+                        }
+                        if token.sha256.is_some() == token.token.is_some() {
+                            return Err(invalid(tkey, "needs exactly one of sha256 and token"));
+                        }
+                    }
+                }
+                crate::auth::AuthConfig::Jwt(jwt) => {
+                    let jkey = format!("route[{i}].auth");
+                    if jwt.jwks_file.is_some() == jwt.jwks_url.is_some() {
+                        return Err(invalid(
+                            jkey,
+                            "exactly one of jwks_file and jwks_url is required",
+                        ));
+                    }
+                    if let Some(url) = &jwt.jwks_url {
+                        if !url.starts_with("https://") {
+                            return Err(invalid(
+                                format!("{jkey}.jwks_url"),
+                                "must be an https:// URL",
+                            ));
+                        }
+                    }
+                    if jwt.leeway > crate::auth::MAX_LEEWAY {
+                        return Err(invalid(format!("{jkey}.leeway"), "must be at most 5m"));
+                    }
+                    for a in &jwt.algorithms {
+                        if crate::auth::parse_algorithm(a).is_none() {
+                            return Err(invalid(
+                                format!("{jkey}.algorithms"),
+                                format!("{a:?} is not one of RS256, ES256, EdDSA"),
+                            ));
+                        }
+                    }
+                }
+                crate::auth::AuthConfig::None => {}
             }
         }
         for (name, backend) in self.backends.iter_mut() {

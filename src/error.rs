@@ -64,6 +64,8 @@ pub enum GatewayError {
     BodyTooLarge { limit: usize },
     #[error("Forbidden: {0}")]
     Forbidden(String),
+    #[error("Unauthorized: {0}")]
+    Unauthorized(String),
     #[error("Not acceptable: {0}")]
     NotAcceptable(String),
     #[error("Unsupported media type: {0}")]
@@ -172,6 +174,7 @@ impl GatewayError {
             Self::MethodNotFound { .. } => StatusCode::NOT_FOUND,
             Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -196,6 +199,9 @@ impl GatewayError {
             }
             Self::Forbidden(m) => {
                 JsonRpcError::new(codes::INVALID_REQUEST, format!("Forbidden: {m}"))
+            }
+            Self::Unauthorized(m) => {
+                JsonRpcError::new(codes::INVALID_REQUEST, format!("Unauthorized: {m}"))
             }
             Self::BodyTooLarge { .. } | Self::MethodNotAllowed => {
                 JsonRpcError::new(codes::INVALID_REQUEST, self.to_string())

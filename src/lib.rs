@@ -7,6 +7,7 @@
 //! mapping of failures onto JSON-RPC codes and HTTP statuses, [`jsonrpc`] the message shapes, and
 //! [`demo`] the built-in demo legacy server.
 
+pub mod auth;
 pub mod backend;
 pub mod config;
 pub mod demo;

@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use self::validate::{Inbound, OriginPolicy, RequestMeta, SUPPORTED_VERSIONS};
+use crate::auth::{AuthError, Authenticator};
 use crate::backend::pool::{capability_profile, Pool, PoolKey};
 use crate::backend::BackendSpec;
 use crate::config::{Config, RouteConfig};
@@ -46,8 +47,6 @@ use crate::mrtr::call::{CallDriver, RequestScope};
 use crate::mrtr::state::{params_digest, KeyRing};
 use crate::mrtr::{Bridge, CallBinding, Event, Outcome, Redeemed};
 
-/// The principal of unauthenticated requests.
-pub const ANONYMOUS: &str = "anonymous";
 /// Longest wait for a request's headers (slow clients cannot hold connections).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -62,6 +61,8 @@ pub enum StartError {
     },
     #[error("requestState keys: {0}")]
     Keys(String),
+    #[error("route {path}: {source}")]
+    Auth { path: String, source: AuthError },
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -76,6 +77,46 @@ pub struct Route {
     pub request_timeout: Duration,
     /// `x-mcp-header` annotations learned from this route's `tools/list` results.
     pub tool_headers: param_headers::ToolHeaders,
+    pub auth: Authenticator,
+}
+
+const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+
+impl Route {
+    /// This endpoint's URL as a protected resource (RFC 9728).
+    fn resource(&self, headers: &http::HeaderMap) -> String {
+        match &self.config.resource {
+            Some(resource) => resource.clone(),
+            None => {
+                let host = headers
+                    .get(http::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .unwrap_or("localhost");
+                format!("http://{host}{}", self.config.path)
+            }
+        }
+    }
+
+    /// Where this endpoint's protected resource metadata lives: the well-known path inserted
+    /// before the resource's path (RFC 9728 §3.1).
+    fn resource_metadata_url(&self, headers: &http::HeaderMap) -> String {
+        let resource = self.resource(headers);
+        match resource.split_once("://") {
+            Some((scheme, rest)) => {
+                let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+                format!("{scheme}://{authority}{RESOURCE_METADATA_PATH}{path}")
+            }
+            None => resource,
+        }
+    }
+
+    fn resource_metadata(&self, headers: &http::HeaderMap) -> Value {
+        json!({
+            "resource": self.resource(headers),
+            "authorization_servers": self.config.authorization_servers,
+            "bearer_methods_supported": ["header"],
+        })
+    }
 }
 
 pub struct Gateway {
@@ -202,7 +243,27 @@ impl Gateway {
             pools.insert(name, Arc::new(Pool::new(spec)));
         }
         let mut routes = HashMap::new();
+        let needs_client = config
+            .routes
+            .iter()
+            .any(|r| matches!(&r.auth, crate::auth::AuthConfig::Jwt(j) if j.jwks_url.is_some()));
+        let auth_client = if needs_client {
+            Some(
+                crate::backend::http::new_client().map_err(|source| StartError::Backend {
+                    name: "jwks".into(),
+                    source,
+                })?,
+            )
+        } else {
+            None
+        };
         for route in &config.routes {
+            let auth = Authenticator::new(&route.auth, auth_client.clone()).map_err(|source| {
+                StartError::Auth {
+                    path: route.path.clone(),
+                    source,
+                }
+            })?;
             let (Some(pool), Some(backend)) = (
                 pools.get(route.backend.as_str()),
                 config.backends.get(&route.backend),
@@ -216,6 +277,7 @@ impl Gateway {
                     pool: pool.clone(),
                     request_timeout: backend.request_timeout,
                     tool_headers: Default::default(),
+                    auth,
                 }),
             );
         }
@@ -253,14 +315,43 @@ impl Gateway {
 
     /// Handles one HTTP request.
     pub async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        if let Some(path) = request.uri().path().strip_prefix(RESOURCE_METADATA_PATH) {
+            if let Some(route) = self.routes.get(path).filter(|r| r.auth.required()) {
+                if request.method() == Method::GET {
+                    return json_response(
+                        StatusCode::OK,
+                        &route.resource_metadata(request.headers()),
+                    );
+                }
+                return error_response(None, &GatewayError::MethodNotAllowed);
+            }
+        }
         let Some(route) = self.routes.get(request.uri().path()).cloned() else {
             let mut response = Response::new(full("not found\n"));
             *response.status_mut() = StatusCode::NOT_FOUND;
             return response;
         };
+        let metadata_url = route.resource_metadata_url(request.headers());
         match self.handle_route(route, request).await {
             Ok(response) => response,
-            Err((id, error)) => error_response(id, &error),
+            Err((id, error)) => {
+                let mut response = error_response(id, &error);
+                if let GatewayError::Unauthorized(reason) = &error {
+                    // RFC 6750 / RFC 9728: tell the client where to learn how to authenticate.
+                    let invalid = if reason.starts_with("missing") {
+                        ""
+                    } else {
+                        ", error=\"invalid_token\""
+                    };
+                    let challenge = format!("Bearer resource_metadata=\"{metadata_url}\"{invalid}");
+                    if let Ok(value) = HeaderValue::from_str(&challenge) {
+                        response
+                            .headers_mut()
+                            .insert(http::header::WWW_AUTHENTICATE, value);
+                    }
+                }
+                response
+            }
         }
     }
 
@@ -274,6 +365,11 @@ impl Gateway {
         if request.method() != Method::POST {
             return Err((None, GatewayError::MethodNotAllowed));
         }
+        let principal = route
+            .auth
+            .authenticate(request.headers())
+            .await
+            .map_err(|e| (None, GatewayError::Unauthorized(e.to_string())))?;
         validate::check_media_types(request.headers()).map_err(no_id)?;
         let too_large = GatewayError::BodyTooLarge {
             limit: self.max_body_bytes,
@@ -313,16 +409,26 @@ impl Gateway {
                 meta,
             } => {
                 let result = self
-                    .dispatch(&route, &parts.headers, id.clone(), &method, params, meta)
+                    .dispatch(
+                        &route,
+                        &principal,
+                        &parts.headers,
+                        id.clone(),
+                        &method,
+                        params,
+                        meta,
+                    )
                     .await;
                 result.map_err(|e| (Some(id), e))
             }
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn dispatch(
         &self,
         route: &Arc<Route>,
+        principal: &str,
         headers: &http::HeaderMap,
         id: Value,
         method: &str,
@@ -337,7 +443,7 @@ impl Gateway {
                         let profile = capability_profile(&meta.client_capabilities);
                         let lease = route
                             .pool
-                            .acquire(&PoolKey::new(ANONYMOUS, &profile), &profile)
+                            .acquire(&PoolKey::new(principal, &profile), &profile)
                             .await?;
                         lease
                             .session()
@@ -365,7 +471,7 @@ impl Gateway {
                         .tool_headers
                         .check(name, params.get("arguments"), headers)?;
                 }
-                self.forward(route, id, m, params, meta).await
+                self.forward(route, principal, id, m, params, meta).await
             }
             other => Err(GatewayError::method_not_found(other)),
         }
@@ -374,6 +480,7 @@ impl Gateway {
     async fn forward(
         &self,
         route: &Arc<Route>,
+        principal: &str,
         id: Value,
         method: &str,
         params: Map<String, Value>,
@@ -382,7 +489,7 @@ impl Gateway {
         let interruptible = translate::is_interruptible(method);
         let binding = CallBinding {
             route: route.config.path.clone(),
-            principal: ANONYMOUS.to_string(),
+            principal: principal.to_string(),
             method: method.to_string(),
             params_digest: params_digest(method, &params),
             error_context: json!({ "uri": params.get("uri") }),
@@ -436,7 +543,7 @@ impl Gateway {
         }
 
         let profile = capability_profile(&meta.client_capabilities);
-        let key = PoolKey::new(ANONYMOUS, &profile);
+        let key = PoolKey::new(principal, &profile);
         let lease = route.pool.acquire(&key, &profile).await?;
         let session = lease
             .session()

@@ -51,7 +51,7 @@ pub fn required_backend_capability(method: &str) -> Option<&'static str> {
     }
 }
 
-/// Params for the backend: 2026-only `_meta` keys and MRTR fields removed, the progress token
+/// Params for the backend: 2026-only `_meta` keys, MRTR fields and `task` removed, the progress token
 /// replaced by the gateway's own, `arguments` defaulted for `tools/call`. Everything else,
 /// trace context and unknown keys included, passes unchanged.
 pub fn backend_params(
@@ -61,6 +61,9 @@ pub fn backend_params(
 ) -> Value {
     params.remove("inputResponses");
     params.remove("requestState");
+    // A 2026 client's `task` belongs to the tasks extension; to a 2025 server it would ask for a
+    // 2025 task, which the gateway does not run.
+    params.remove("task");
     if let Some(Value::Object(mut meta)) = params.remove("_meta") {
         meta.retain(|key, _| !key.starts_with("io.modelcontextprotocol/"));
         meta.remove("progressToken");
@@ -192,6 +195,9 @@ mod tests {
             backend: "b".into(),
             ttl_ms: 5,
             cache_scope: CacheScope::Public,
+            auth: Default::default(),
+            resource: None,
+            authorization_servers: Vec::new(),
         }
     }
 
@@ -201,6 +207,7 @@ mod tests {
             "name": "t",
             "inputResponses": {},
             "requestState": "x",
+            "task": {"ttl": 60000},
             "_meta": {
                 "io.modelcontextprotocol/protocolVersion": "2026-07-28",
                 "io.modelcontextprotocol/clientCapabilities": {},

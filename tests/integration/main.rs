@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod auth;
 mod cli;
 mod faults;
 mod forwarding;

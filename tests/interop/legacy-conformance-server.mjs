@@ -1079,6 +1079,9 @@ async function serveStdio() {
     process.exit(0);
   };
   process.stdin.on('end', exit);
+  // The client may stop reading before calls still in flight have answered (EPIPE); the
+  // session is over then, so leave quietly instead of crashing on the unhandled error.
+  process.stdout.on('error', () => process.exit(0));
   process.on('SIGTERM', exit);
   process.on('SIGINT', exit);
   await server.connect(new StdioServerTransport());

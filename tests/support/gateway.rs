@@ -108,6 +108,8 @@ pub struct Options {
     pub mrtr: String,
     /// Environment of the legacy backend.
     pub env: Vec<(&'static str, &'static str)>,
+    /// Extra keys of the `/mcp` route (e.g. `auth = { ... }`).
+    pub route: String,
 }
 
 /// The `requestState` key of test gateways, so tests can forge states the gateway can open.
@@ -171,8 +173,8 @@ impl Harness {
         options: &Options,
     ) -> Harness {
         let toml = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n{}\n\n[mrtr]\nkeys = [{TEST_STATE_KEY:?}]\ninstance_id = \"test-instance\"\n{}\n\n[[route]]\npath = \"/mcp\"\nbackend = \"legacy\"\n\n[backend.legacy]\n{transport}{}\n\n[backend.legacy.pool]\n{}\n",
-            options.server, options.mrtr, options.backend, options.pool
+            "[server]\nlisten = \"127.0.0.1:0\"\n{}\n\n[mrtr]\nkeys = [{TEST_STATE_KEY:?}]\ninstance_id = \"test-instance\"\n{}\n\n[[route]]\npath = \"/mcp\"\nbackend = \"legacy\"\n{}\n\n[backend.legacy]\n{transport}{}\n\n[backend.legacy.pool]\n{}\n",
+            options.server, options.mrtr, options.route, options.backend, options.pool
         );
         let config = Config::from_toml_str(&toml).expect("valid test configuration");
         let gateway = mrtr_gateway::start(&config).await.expect("gateway starts");

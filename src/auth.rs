@@ -1,0 +1,500 @@
+//! Client authentication per route: who is calling. The principal keys backend sessions (a
+//! session never serves two principals) and binds every `requestState`.
+//!
+//! Modes: `none` (one shared principal; only on a loopback listener unless explicitly allowed),
+//! static bearer tokens (kept as SHA-256 digests), and JWT bearer tokens checked against a JWKS
+//! (file or HTTPS URL, cached and refreshed) for issuer, audience, expiry and not-before with a
+//! bounded clock skew. Principal = issuer + " " + subject.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use bytes::Bytes;
+use http::header::AUTHORIZATION;
+use http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+use tokio::sync::Mutex as AsyncMutex;
+
+use crate::backend::http::HttpClient;
+
+/// The principal of routes without authentication.
+pub const ANONYMOUS: &str = "anonymous";
+/// Longest clock skew accepted between the gateway and token issuers.
+pub const MAX_LEEWAY: Duration = Duration::from_secs(300);
+const JWKS_MAX_BYTES: usize = 1024 * 1024;
+/// Fastest re-fetch of a JWKS when a token names an unknown key.
+const JWKS_MIN_REFRESH: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(tag = "mode", rename_all = "lowercase", deny_unknown_fields)]
+pub enum AuthConfig {
+    /// No authentication: every request is the same principal.
+    #[default]
+    None,
+    /// Static bearer tokens.
+    Bearer { tokens: Vec<BearerToken> },
+    /// JWT bearer tokens.
+    Jwt(JwtConfig),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BearerToken {
+    pub principal: String,
+    /// Hex SHA-256 of the token (preferred: the file then holds no secret).
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// The token itself, typically `"${ENV_VAR}"`; hashed when loaded.
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    pub issuer: String,
+    pub audience: String,
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// Accepted algorithms: any of RS256, ES256, EdDSA (default: all three).
+    #[serde(default)]
+    pub algorithms: Vec<String>,
+    #[serde(default = "default_leeway", with = "humantime_serde")]
+    pub leeway: Duration,
+    /// How often a JWKS URL is fetched again.
+    #[serde(default = "default_refresh", with = "humantime_serde")]
+    pub jwks_refresh: Duration,
+}
+
+fn default_leeway() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_refresh() -> Duration {
+    Duration::from_secs(300)
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AuthError {
+    #[error("missing bearer token")]
+    Missing,
+    #[error("invalid token: {0}")]
+    Invalid(String),
+    #[error("cannot load signing keys: {0}")]
+    Keys(String),
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    crate::mrtr::state::hex_digest(bytes)
+}
+
+pub fn parse_algorithm(name: &str) -> Option<Algorithm> {
+    match name {
+        "RS256" => Some(Algorithm::RS256),
+        "ES256" => Some(Algorithm::ES256),
+        "EdDSA" => Some(Algorithm::EdDSA),
+        _ => None,
+    }
+}
+
+/// The authenticator of one route.
+pub enum Authenticator {
+    None,
+    Bearer(HashMap<String, String>),
+    Jwt(Box<JwtVerifier>),
+}
+
+impl Authenticator {
+    pub fn new(config: &AuthConfig, client: Option<HttpClient>) -> Result<Self, AuthError> {
+        match config {
+            AuthConfig::None => Ok(Self::None),
+            AuthConfig::Bearer { tokens } => {
+                let mut by_digest = HashMap::new();
+                for token in tokens {
+                    let digest = match (&token.sha256, &token.token) {
+                        (Some(d), None) => d.to_ascii_lowercase(),
+                        (None, Some(t)) => sha256_hex(t.as_bytes()),
+                        _ => {
+                            return Err(AuthError::Keys(format!(
+                                "token of {} needs exactly one of sha256 and token",
+                                token.principal
+                            )))
+                        }
+                    };
+                    by_digest.insert(digest, token.principal.clone());
+                }
+                Ok(Self::Bearer(by_digest))
+            }
+            AuthConfig::Jwt(jwt) => Ok(Self::Jwt(Box::new(JwtVerifier::new(jwt, client)?))),
+        }
+    }
+
+    pub fn required(&self) -> bool {
+        !matches!(self, Self::None)
+    }
+
+    /// The principal of a request, or why it is refused.
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<String, AuthError> {
+        let token = || {
+            headers
+                .get(AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| {
+                    let (scheme, token) = v.trim().split_once(' ')?;
+                    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+                })
+                .filter(|t| !t.is_empty())
+                .ok_or(AuthError::Missing)
+        };
+        match self {
+            Self::None => Ok(ANONYMOUS.to_string()),
+            Self::Bearer(by_digest) => {
+                let digest = sha256_hex(token()?.as_bytes());
+                by_digest
+                    .get(&digest)
+                    .map(|p| format!("bearer {p}"))
+                    .ok_or_else(|| AuthError::Invalid("unknown token".into()))
+            }
+            Self::Jwt(verifier) => verifier.verify(token()?).await,
+        }
+    }
+}
+
+struct KeySet {
+    /// Keys by `kid`; keys without one under "".
+    keys: HashMap<String, (DecodingKey, Vec<Algorithm>)>,
+    fetched: Instant,
+}
+
+pub struct JwtVerifier {
+    issuer: String,
+    audience: String,
+    algorithms: Vec<Algorithm>,
+    leeway: Duration,
+    refresh: Duration,
+    source: JwksSource,
+    keys: RwLock<Arc<KeySet>>,
+    fetching: AsyncMutex<()>,
+}
+
+enum JwksSource {
+    File,
+    Url {
+        url: http::Uri,
+        client: Box<HttpClient>,
+    },
+}
+
+fn key_set(set: &JwkSet, allowed: &[Algorithm]) -> Result<KeySet, AuthError> {
+    let mut keys = HashMap::new();
+    for jwk in &set.keys {
+        // Only asymmetric keys: an HMAC key in a JWKS would let anyone holding it mint tokens.
+        let algorithms: Vec<Algorithm> = match &jwk.algorithm {
+            AlgorithmParameters::RSA(_) => vec![Algorithm::RS256],
+            AlgorithmParameters::EllipticCurve(_) => vec![Algorithm::ES256],
+            AlgorithmParameters::OctetKeyPair(_) => vec![Algorithm::EdDSA],
+            _ => continue,
+        }
+        .into_iter()
+        .filter(|a| allowed.contains(a))
+        .collect();
+        if algorithms.is_empty() {
+            continue;
+        }
+        let key = DecodingKey::from_jwk(jwk).map_err(|e| AuthError::Keys(e.to_string()))?;
+        let kid = jwk.common.key_id.clone().unwrap_or_default();
+        keys.insert(kid, (key, algorithms));
+    }
+    if keys.is_empty() {
+        return Err(AuthError::Keys("the JWKS has no usable key".into()));
+    }
+    Ok(KeySet {
+        keys,
+        fetched: Instant::now(),
+    })
+}
+
+impl JwtVerifier {
+    fn new(config: &JwtConfig, client: Option<HttpClient>) -> Result<Self, AuthError> {
+        let algorithms: Vec<Algorithm> = if config.algorithms.is_empty() {
+            vec![Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA]
+        } else {
+            config
+                .algorithms
+                .iter()
+                .map(|a| {
+                    parse_algorithm(a)
+                        .ok_or_else(|| AuthError::Keys(format!("unsupported algorithm {a}")))
+                })
+                .collect::<Result<_, _>>()?
+        };
+        let (source, initial) = match (&config.jwks_file, &config.jwks_url) {
+            (Some(path), None) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| AuthError::Keys(format!("{}: {e}", path.display())))?;
+                let set: JwkSet = serde_json::from_str(&text)
+                    .map_err(|e| AuthError::Keys(format!("{}: {e}", path.display())))?;
+                (JwksSource::File, key_set(&set, &algorithms)?)
+            }
+            (None, Some(url)) => {
+                let url: http::Uri = url
+                    .parse()
+                    .map_err(|e| AuthError::Keys(format!("jwks_url: {e}")))?;
+                let client = client.ok_or_else(|| AuthError::Keys("no HTTP client".into()))?;
+                // Fetched on first use; until then no token verifies.
+                let empty = KeySet {
+                    keys: HashMap::new(),
+                    fetched: Instant::now() - config.jwks_refresh.max(JWKS_MIN_REFRESH) * 2,
+                };
+                (
+                    JwksSource::Url {
+                        url,
+                        client: Box::new(client),
+                    },
+                    empty,
+                )
+            }
+            _ => {
+                return Err(AuthError::Keys(
+                    "exactly one of jwks_file and jwks_url is required".into(),
+                ))
+            }
+        };
+        Ok(Self {
+            issuer: config.issuer.clone(),
+            audience: config.audience.clone(),
+            algorithms,
+            leeway: config.leeway.min(MAX_LEEWAY),
+            refresh: config.jwks_refresh,
+            source,
+            keys: RwLock::new(Arc::new(initial)),
+            fetching: AsyncMutex::new(()),
+        })
+    }
+
+    fn current(&self) -> Arc<KeySet> {
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Re-fetches a JWKS URL when stale (or `force`d by an unknown key id), at most every 30 s.
+    async fn refresh(&self, force: bool) {
+        let JwksSource::Url { url, client } = &self.source else {
+            return;
+        };
+        let _guard = self.fetching.lock().await;
+        let age = self.current().fetched.elapsed();
+        if age < JWKS_MIN_REFRESH || (!force && age < self.refresh) {
+            return;
+        }
+        match fetch_jwks(client, url)
+            .await
+            .and_then(|set| key_set(&set, &self.algorithms))
+        {
+            Ok(set) => *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set),
+            Err(e) => tracing::warn!(error = %e, "JWKS refresh failed; keeping the previous keys"),
+        }
+    }
+
+    async fn verify(&self, token: &str) -> Result<String, AuthError> {
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| AuthError::Invalid(e.to_string()))?;
+        if !self.algorithms.contains(&header.alg) {
+            return Err(AuthError::Invalid(format!(
+                "algorithm {:?} not accepted",
+                header.alg
+            )));
+        }
+        let kid = header.kid.clone().unwrap_or_default();
+        self.refresh(false).await;
+        if !self.current().keys.contains_key(&kid) {
+            self.refresh(true).await;
+        }
+        let keys = self.current();
+        let (key, algorithms) = keys
+            .keys
+            .get(&kid)
+            .ok_or_else(|| AuthError::Invalid("unknown signing key".into()))?;
+        if !algorithms.contains(&header.alg) {
+            return Err(AuthError::Invalid(
+                "algorithm does not match the key".into(),
+            ));
+        }
+        let mut validation = Validation::new(header.alg);
+        validation.set_issuer(&[&self.issuer]);
+        validation.set_audience(&[&self.audience]);
+        validation.leeway = self.leeway.as_secs();
+        validation.validate_nbf = true;
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        let data = jsonwebtoken::decode::<Claims>(token, key, &validation)
+            .map_err(|e| AuthError::Invalid(e.to_string()))?;
+        Ok(format!("{} {}", data.claims.iss, data.claims.sub))
+    }
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    iss: String,
+    sub: String,
+}
+
+async fn fetch_jwks(client: &HttpClient, url: &http::Uri) -> Result<JwkSet, AuthError> {
+    let request = Request::builder()
+        .method(Method::GET)
+        .uri(url.clone())
+        .header("accept", "application/json")
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| AuthError::Keys(e.to_string()))?;
+    let response = tokio::time::timeout(Duration::from_secs(10), client.request(request))
+        .await
+        .map_err(|_| AuthError::Keys("JWKS fetch timed out".into()))?
+        .map_err(|e| AuthError::Keys(e.to_string()))?;
+    if response.status() != StatusCode::OK {
+        return Err(AuthError::Keys(format!(
+            "JWKS fetch: HTTP {}",
+            response.status()
+        )));
+    }
+    let body = Limited::new(response.into_body(), JWKS_MAX_BYTES)
+        .collect()
+        .await
+        .map_err(|e| AuthError::Keys(e.to_string()))?
+        .to_bytes();
+    serde_json::from_slice(&body).map_err(|e| AuthError::Keys(e.to_string()))
+}
+
+/// Digest a token the way `sha256` entries store it (for configuration tooling and tests).
+pub fn token_digest(token: &str) -> String {
+    sha256_hex(token.as_bytes())
+}
+
+/// Base64url without padding, as JWKs encode key material.
+pub fn b64url(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jsonwebtoken::{EncodingKey, Header};
+    use serde_json::json;
+
+    // RFC 8032, test 1.
+    const SEED: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+    const PUBLIC: &str = "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a";
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn signing_key() -> EncodingKey {
+        let mut der = unhex("302e020100300506032b657004220420");
+        der.extend(unhex(SEED));
+        let pem = format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            base64::engine::general_purpose::STANDARD.encode(der)
+        );
+        EncodingKey::from_ed_pem(pem.as_bytes()).unwrap()
+    }
+
+    fn verifier(dir: &tempfile::TempDir) -> Authenticator {
+        let jwks = json!({"keys": [{"kty": "OKP", "crv": "Ed25519", "kid": "k1", "x": b64url(&unhex(PUBLIC))}]});
+        let path = dir.path().join("jwks.json");
+        std::fs::write(&path, jwks.to_string()).unwrap();
+        let config: AuthConfig = toml::from_str(&format!(
+            "mode = \"jwt\"\nissuer = \"https://issuer.example\"\naudience = \"https://gw.example/mcp\"\njwks_file = {:?}\n",
+            path.display().to_string()
+        ))
+        .unwrap();
+        Authenticator::new(&config, None).unwrap()
+    }
+
+    fn token(claims: serde_json::Value, kid: &str) -> String {
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(kid.into());
+        jsonwebtoken::encode(&header, &claims, &signing_key()).unwrap()
+    }
+
+    fn bearer(token: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, format!("Bearer {token}").parse().unwrap());
+        headers
+    }
+
+    #[tokio::test]
+    async fn jwt_claims_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = verifier(&dir);
+        let now = jsonwebtoken::get_current_timestamp();
+        let good = json!({"iss": "https://issuer.example", "aud": "https://gw.example/mcp", "sub": "alice", "exp": now + 60});
+        assert_eq!(
+            auth.authenticate(&bearer(&token(good.clone(), "k1")))
+                .await
+                .unwrap(),
+            "https://issuer.example alice"
+        );
+        let mut cases = Vec::new();
+        for (field, value) in [
+            ("iss", json!("https://evil")),
+            ("aud", json!("other")),
+            ("exp", json!(now - 600)),
+            ("nbf", json!(now + 600)),
+        ] {
+            let mut claims = good.clone();
+            claims[field] = value;
+            cases.push(token(claims, "k1"));
+        }
+        let mut no_sub = good.clone();
+        no_sub.as_object_mut().unwrap().remove("sub");
+        cases.push(token(no_sub, "k1"));
+        cases.push(token(good.clone(), "unknown"));
+        let valid = token(good.clone(), "k1");
+        let (head, rest) = valid.split_once('.').unwrap();
+        cases.push(format!("{head}.{}", rest.replacen('e', "f", 1)));
+        for case in cases {
+            assert!(
+                matches!(
+                    auth.authenticate(&bearer(&case)).await,
+                    Err(AuthError::Invalid(_))
+                ),
+                "{case}"
+            );
+        }
+        assert!(matches!(
+            auth.authenticate(&HeaderMap::new()).await,
+            Err(AuthError::Missing)
+        ));
+    }
+
+    #[tokio::test]
+    async fn static_tokens_are_compared_by_digest() {
+        let config: AuthConfig = toml::from_str(&format!(
+            "mode = \"bearer\"\ntokens = [{{ principal = \"ci\", sha256 = {:?} }}, {{ principal = \"ops\", token = \"s3cret\" }}]\n",
+            token_digest("t0ken")
+        ))
+        .unwrap();
+        let auth = Authenticator::new(&config, None).unwrap();
+        assert_eq!(
+            auth.authenticate(&bearer("t0ken")).await.unwrap(),
+            "bearer ci"
+        );
+        assert_eq!(
+            auth.authenticate(&bearer("s3cret")).await.unwrap(),
+            "bearer ops"
+        );
+        assert!(auth.authenticate(&bearer("nope")).await.is_err());
+        assert!(matches!(
+            auth.authenticate(&HeaderMap::new()).await,
+            Err(AuthError::Missing)
+        ));
+    }
+}

@@ -65,6 +65,9 @@ pub struct MrtrConfig {
     /// Calls held at once, gateway-wide; past it new rounds get HTTP 429.
     #[serde(default = "default_max_held")]
     pub max_held: usize,
+    /// Calls held at once for one principal; past it that client's new rounds get HTTP 429.
+    #[serde(default = "default_max_held_per_principal")]
+    pub max_held_per_principal: usize,
     /// AES-256-GCM keys (base64, 32 bytes) for `requestState`; the first seals, all open.
     /// Empty: a random key per process (held calls live in one process anyway).
     #[serde(default)]
@@ -85,6 +88,7 @@ impl Default for MrtrConfig {
             round_wait: default_round_wait(),
             max_rounds: default_max_rounds(),
             max_held: default_max_held(),
+            max_held_per_principal: default_max_held_per_principal(),
             keys: Vec::new(),
             keys_file: None,
             instance_id: None,
@@ -106,6 +110,9 @@ fn default_max_rounds() -> u32 {
 }
 fn default_max_held() -> usize {
     10_000
+}
+fn default_max_held_per_principal() -> usize {
+    1_000
 }
 
 impl MrtrConfig {
@@ -588,7 +595,7 @@ impl Config {
             }
         }
         let mrtr = &mut self.mrtr;
-        if mrtr.max_rounds == 0 || mrtr.max_held == 0 {
+        if mrtr.max_rounds == 0 || mrtr.max_held == 0 || mrtr.max_held_per_principal == 0 {
             return Err(invalid(
                 "mrtr.max_rounds",
                 "max_rounds and max_held must be at least 1",

@@ -122,6 +122,8 @@ pub struct Bridge {
     keys: KeyRing,
     instance: String,
     held: DashMap<String, HeldCall>,
+    /// Held calls per principal digest.
+    per_principal: DashMap<String, usize>,
     redemptions: DashMap<String, Arc<Redemption>>,
     tasks: TaskTracker,
     stop: CancellationToken,
@@ -136,6 +138,7 @@ impl Bridge {
             keys,
             instance,
             held: DashMap::new(),
+            per_principal: DashMap::new(),
             redemptions: DashMap::new(),
             tasks: TaskTracker::new(),
             stop: CancellationToken::new(),
@@ -246,23 +249,63 @@ impl Bridge {
                 reason: StateRejection::RoundLimit,
             });
         }
-        if self.held.len() >= self.config.max_held {
-            driver.abandon("gateway holds too many calls");
-            return Outcome::Error(self.too_many_held());
+        if let Err(error) = self.admit(&binding) {
+            driver.abandon("too many calls are waiting for input");
+            return Outcome::Error(error);
         }
         driver.parked();
         let round = driver.round;
         self.hold(Held::Live(Box::new(driver)), binding, round)
     }
 
-    fn too_many_held(&self) -> GatewayError {
-        GatewayError::TooManyHeld(format!("{} calls are waiting for input", self.held.len()))
+    /// Room for one more held call, gateway-wide and for this principal.
+    fn admit(&self, binding: &CallBinding) -> Result<(), GatewayError> {
+        if self.held.len() >= self.config.max_held {
+            return Err(GatewayError::TooManyHeld(format!(
+                "{} calls are waiting for input",
+                self.held.len()
+            )));
+        }
+        let mine = self
+            .per_principal
+            .get(&principal_digest(&binding.principal))
+            .map_or(0, |n| *n);
+        if mine >= self.config.max_held_per_principal {
+            return Err(GatewayError::TooManyHeld(format!(
+                "{mine} of this client's calls are waiting for input"
+            )));
+        }
+        Ok(())
+    }
+
+    fn insert_held(&self, id: String, held: HeldCall) {
+        *self
+            .per_principal
+            .entry(principal_digest(&held.binding.principal))
+            .or_insert(0) += 1;
+        self.held.insert(id, held);
+    }
+
+    fn take_held(&self, id: &str) -> Option<HeldCall> {
+        let (_, held) = self.held.remove(id)?;
+        let principal = principal_digest(&held.binding.principal);
+        if let dashmap::mapref::entry::Entry::Occupied(mut count) =
+            self.per_principal.entry(principal)
+        {
+            *count.get_mut() -= 1;
+            if *count.get() == 0 {
+                count.remove();
+            }
+        }
+        Some(held)
     }
 
     /// Puts a call in the table and returns the `InputRequiredResult` that names it.
     fn hold(&self, held: Held, binding: CallBinding, round: u32) -> Outcome {
-        if matches!(held, Held::Reissue { .. }) && self.held.len() >= self.config.max_held {
-            return Outcome::Error(self.too_many_held());
+        if matches!(held, Held::Reissue { .. }) {
+            if let Err(error) = self.admit(&binding) {
+                return Outcome::Error(error);
+            }
         }
         let held_id = random_id();
         let payload = StatePayload {
@@ -290,7 +333,7 @@ impl Bridge {
         }
         result.insert("requestState".into(), json!(token));
         tracing::debug!(method = %binding.method, round, "call held for input");
-        self.held.insert(
+        self.insert_held(
             held_id,
             HeldCall {
                 kind: held,
@@ -360,9 +403,8 @@ impl Bridge {
                         }
                     }
                 };
-                let (_, held) = self
-                    .held
-                    .remove(&payload.held_id)
+                let held = self
+                    .take_held(&payload.held_id)
                     .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
                 let (mut driver, validated) = match (held.kind, validated) {
                     (Held::Live(driver), Some(validated)) => (*driver, validated),
@@ -408,7 +450,7 @@ impl Bridge {
         self.stop.cancel();
         let ids: Vec<String> = self.held.iter().map(|e| e.key().clone()).collect();
         for id in ids {
-            if let Some((_, mut held)) = self.held.remove(&id) {
+            if let Some(mut held) = self.take_held(&id) {
                 held.kind.abandon("gateway shutting down");
             }
         }
@@ -435,7 +477,7 @@ async fn sweep(bridge: std::sync::Weak<Bridge>, stop: CancellationToken, every: 
             .map(|e| e.key().clone())
             .collect();
         for id in ended {
-            if let Some((_, mut held)) = bridge.held.remove(&id) {
+            if let Some(mut held) = bridge.take_held(&id) {
                 tracing::debug!(method = %held.binding.method, "held call abandoned");
                 held.kind.abandon("the round expired");
             }

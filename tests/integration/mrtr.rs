@@ -1050,3 +1050,41 @@ async fn progress_after_a_retry_uses_the_retrys_token() {
     h.wait_no_held().await;
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_calls_are_bounded_per_client() {
+    let h = Harness::start_with(
+        Backend::Stdio,
+        Options {
+            mrtr: "max_held_per_principal = 1".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let caps = json!({"elicitation": {}});
+    let first = tool_call(json!(1), "ask_name", json!({}), &caps);
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let second = post_raw(&h.url, &tool_call(json!(2), "ask_name", json!({}), &caps)).await;
+    assert_eq!(second.status, 429, "{}", second.body);
+    assert_eq!(second.error_code(), Some(-32603));
+    assert_eq!(h.held(), 1);
+    // The refused call's backend question was answered as cancelled, never invented.
+    h.wait_for_backend("the refused round's cancel", |m| {
+        m["result"] == json!({"action": "cancel"})
+    })
+    .await;
+    let key = key_of(&round, "elicitation/create");
+    let done = post_raw(
+        &h.url,
+        &retry_of(
+            &first,
+            json!(3),
+            json!({ key: {"action": "accept", "content": {"name": "One"}} }),
+            &round.state,
+        ),
+    )
+    .await;
+    assert_eq!(text(&done), "Hello, One!");
+    h.wait_no_held().await;
+    h.stop().await;
+}

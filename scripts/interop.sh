@@ -106,6 +106,7 @@ stop_all() {
   fi
 }
 
+# shellcheck disable=SC2329 # invoked by the EXIT trap
 on_exit() {
   local rc=$?
   trap - EXIT INT TERM HUP
@@ -125,7 +126,7 @@ run_bounded() {
     echo "interop: time budget exhausted before: $*" | tee -a "$logfile" >&2
     return 124
   fi
-  timeout --kill-after=10 "$secs" "$@" >>"$logfile" 2>&1 &
+  timeout --kill-after=10 "$secs" "$@" </dev/null >>"$logfile" 2>&1 &
   pid=$!
   track "$pid"
   wait "$pid" || rc=$?
@@ -164,7 +165,7 @@ $backend
 request_timeout = "60s"
 init_timeout = "20s"
 EOF
-    RUST_LOG=$RUST_LOG_FILTER NO_COLOR=1 "$GATEWAY" --config "$cfg" >>"$logf" 2>&1 &
+    RUST_LOG=$RUST_LOG_FILTER NO_COLOR=1 "$GATEWAY" --config "$cfg" </dev/null >>"$logf" 2>&1 &
     GW_PID=$!
     track "$GW_PID"
     for ((i = 0; i < 150; i++)); do
@@ -276,7 +277,7 @@ PY
 # conformance_start TRANSPORT: backend (HTTP only), gateway, then the suite in the background.
 conformance_start() {
   local transport=$1
-  local backend_toml burl bpid= i label="conformance ($1)"
+  local backend_toml burl bpid='' i label="conformance ($1)"
   CONF_DONE[$transport]=1
   if [[ $NPM_OK != 1 || $BUILD_OK != 1 ]]; then
     record "$label" FAIL "not run: npm ci or the build failed"
@@ -289,7 +290,7 @@ conformance_start() {
   fi
   log "conformance, backend over $transport: starting"
   if [[ $transport == http ]]; then
-    PATH="$NODE22_BIN:$PATH" "$NODE22" "$BACKEND_MJS" --http 127.0.0.1:0 \
+    PATH="$NODE22_BIN:$PATH" "$NODE22" "$BACKEND_MJS" --http 127.0.0.1:0 </dev/null \
       >"$LOGS/conformance-backend-http.out" 2>"$LOGS/conformance-backend-http.err" &
     bpid=$!
     track "$bpid"
@@ -326,7 +327,7 @@ args = [$(toml_str "$BACKEND_MJS"), \"--stdio\"]"
   cd "$INTEROP"
   PATH="$NODE22_BIN:$PATH" timeout --kill-after=10 "$(step_timeout 240)" \
     npx --no-install conformance server --url "$GW_URL" --requirements 2026-07-28 \
-    -o "$OUT/conformance-$transport" --timeout 20000 >"$LOGS/conformance-$transport.log" 2>&1 &
+    -o "$OUT/conformance-$transport" --timeout 20000 </dev/null >"$LOGS/conformance-$transport.log" 2>&1 &
   CONF_RUNPID[$transport]=$!
   track "${CONF_RUNPID[$transport]}"
   cd "$REPO"

@@ -112,7 +112,21 @@ async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr
             route.backend
         );
     }
+    let gateway = running.gateway().clone();
+    let reloads = tokio::spawn(async move {
+        let Ok(mut hangups) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            if let Err(e) = gateway.reload_keys() {
+                tracing::warn!(error = %e, "SIGHUP: requestState keys not reloaded");
+            }
+        }
+    });
     shutdown_signal().await;
+    reloads.abort();
     tracing::info!("shutting down");
     running.shutdown().await;
     ExitCode::SUCCESS

@@ -632,6 +632,11 @@ impl Gateway {
         self.bridge.held_count()
     }
 
+    /// Reads the `requestState` keys again (key rotation without restart).
+    pub fn reload_keys(&self) -> Result<(), String> {
+        self.bridge.reload_keys()
+    }
+
     /// Ends held calls, then closes every backend session politely.
     pub async fn close_backends(&self) {
         self.bridge.shutdown(self.drain_timeout).await;

@@ -119,7 +119,9 @@ pub enum Redeemed {
 
 pub struct Bridge {
     config: MrtrConfig,
-    keys: KeyRing,
+    keys: std::sync::RwLock<Arc<KeyRing>>,
+    /// Modification time of `keys_file` when last read.
+    keys_file_seen: std::sync::Mutex<Option<std::time::SystemTime>>,
     instance: String,
     held: DashMap<String, HeldCall>,
     /// Held calls per principal digest.
@@ -133,9 +135,14 @@ const EVENT_BUFFER: usize = 64;
 
 impl Bridge {
     pub fn new(config: MrtrConfig, keys: KeyRing, instance: String) -> Arc<Self> {
+        let keys_file_seen = config
+            .keys_file
+            .as_ref()
+            .and_then(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
         let bridge = Arc::new(Self {
             config,
-            keys,
+            keys: std::sync::RwLock::new(Arc::new(keys)),
+            keys_file_seen: std::sync::Mutex::new(keys_file_seen),
             instance,
             held: DashMap::new(),
             per_principal: DashMap::new(),
@@ -153,6 +160,49 @@ impl Bridge {
 
     fn sweep_interval(&self) -> Duration {
         (self.config.held_ttl / 8).clamp(Duration::from_millis(50), Duration::from_secs(1))
+    }
+
+    fn key_ring(&self) -> Arc<KeyRing> {
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Reads the configured keys again (SIGHUP, or `keys_file` changed): the new first key seals
+    /// from now on; states sealed with a key still listed keep opening. A bad key set is
+    /// refused and the current one kept.
+    pub fn reload_keys(&self) -> Result<(), String> {
+        let keys = self.config.key_list().map_err(|e| e.to_string())?;
+        if keys.is_empty() {
+            return Err("no keys configured; keeping the current key ring".into());
+        }
+        let ring = KeyRing::from_base64(&keys).map_err(|e| e.to_string())?;
+        *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(ring);
+        tracing::info!(keys = keys.len(), "requestState keys reloaded");
+        Ok(())
+    }
+
+    /// Reloads the keys when `keys_file` changed since it was last read.
+    fn reload_keys_if_changed(&self) {
+        let Some(path) = &self.config.keys_file else {
+            return;
+        };
+        let Ok(modified) = std::fs::metadata(path).and_then(|m| m.modified()) else {
+            return;
+        };
+        let mut seen = self
+            .keys_file_seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match *seen {
+            None => *seen = Some(modified),
+            Some(previous) if previous != modified => {
+                *seen = Some(modified);
+                drop(seen);
+                if let Err(e) = self.reload_keys() {
+                    tracing::warn!(error = %e, "requestState keys not reloaded");
+                }
+            }
+            Some(_) => {}
+        }
     }
 
     pub fn config(&self) -> &MrtrConfig {
@@ -318,7 +368,7 @@ impl Bridge {
             round,
             expires_ms: now_ms() + self.config.held_ttl.as_millis() as u64,
         };
-        let token = self.keys.seal(&payload);
+        let token = self.key_ring().seal(&payload);
         let requests: Map<String, Value> = match &held {
             Held::Live(driver) => driver.input_requests(),
             Held::Reissue { inputs, .. } => inputs
@@ -354,7 +404,7 @@ impl Bridge {
         scope: RequestScope,
     ) -> Result<Redeemed, GatewayError> {
         let reject = |reason| GatewayError::BadState { reason };
-        let payload = self.keys.open(token).map_err(reject)?;
+        let payload = self.key_ring().open(token).map_err(reject)?;
         if payload.expires_ms < now_ms() {
             return Err(reject(StateRejection::Expired));
         }
@@ -469,6 +519,7 @@ async fn sweep(bridge: std::sync::Weak<Bridge>, stop: CancellationToken, every: 
         let Some(bridge) = bridge.upgrade() else {
             return;
         };
+        bridge.reload_keys_if_changed();
         let now = Instant::now();
         let ended: Vec<String> = bridge
             .held

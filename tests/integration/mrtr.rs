@@ -1088,3 +1088,84 @@ async fn held_calls_are_bounded_per_client() {
     h.wait_no_held().await;
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_rotate_without_restart() {
+    use mrtr_gateway::mrtr::state::generate_key;
+    let dir = tempfile::tempdir().unwrap();
+    let keys_file = dir.path().join("keys");
+    let (old, new) = (generate_key(), generate_key());
+    std::fs::write(&keys_file, format!("{old}\n")).unwrap();
+    let h = Harness::start_with(
+        Backend::Stdio,
+        Options {
+            mrtr: format!("keys_file = {:?}", keys_file.display().to_string()),
+            pool: "max_sessions = 4".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let caps = json!({"elicitation": {}});
+    let answer = |round: &Round| json!({ key_of(round, "elicitation/create"): {"action": "accept", "content": {"name": "Rot"}} });
+    let first_a = tool_call(json!(1), "ask_name", json!({}), &caps);
+    let first_b = tool_call(json!(2), "ask_name", json!({"again": true}), &caps);
+    let round_a = input_required(&post_raw(&h.url, &first_a).await);
+    let round_b = input_required(&post_raw(&h.url, &first_b).await);
+
+    // Rotate in: the new key seals, the old one still opens (as on SIGHUP).
+    std::fs::write(&keys_file, format!("{new}\n{old}\n")).unwrap();
+    h.gateway.as_ref().unwrap().gateway().reload_keys().unwrap();
+    let fresh = input_required(
+        &post_raw(
+            &h.url,
+            &tool_call(json!(3), "ask_name", json!({"x": 1}), &caps),
+        )
+        .await,
+    );
+    assert!(
+        KeyRing::from_base64(&[new.as_str()])
+            .unwrap()
+            .open(&fresh.state)
+            .is_ok(),
+        "sealed with the new key"
+    );
+    let done = post_raw(
+        &h.url,
+        &retry_of(&first_a, json!(4), answer(&round_a), &round_a.state),
+    )
+    .await;
+    assert_eq!(text(&done), "Hello, Rot!", "{}", done.body);
+
+    // Retire the old key by changing the file alone: states it sealed stop opening.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    std::fs::write(&keys_file, format!("{new}\n")).unwrap();
+    // A probe sealed with the old key for no held call tells when the reload happened.
+    let mut probe = KeyRing::from_base64(&[old.as_str()])
+        .unwrap()
+        .open(&round_b.state)
+        .unwrap();
+    probe.held_id = "00".repeat(16);
+    let probe = forge(&probe, &old);
+    let mut reloaded = false;
+    for _ in 0..60 {
+        let exchange = post_raw(
+            &h.url,
+            &retry_of(&first_b, json!(5), answer(&round_b), &probe),
+        )
+        .await;
+        if exchange.error().unwrap()["data"]["reason"] == "tampered" {
+            reloaded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(reloaded, "the changed keys_file was read again");
+    let refused = post_raw(
+        &h.url,
+        &retry_of(&first_b, json!(6), answer(&round_b), &round_b.state),
+    )
+    .await;
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!(refused.error().unwrap()["data"]["reason"], "tampered");
+    h.stop().await;
+}

@@ -172,8 +172,14 @@ impl Harness {
         http_backend: Option<HttpBackend>,
         options: &Options,
     ) -> Harness {
+        // Tests that manage keys themselves (keys_file) get no fixed key.
+        let keys = if options.mrtr.contains("keys_file") {
+            String::new()
+        } else {
+            format!("keys = [{TEST_STATE_KEY:?}]\n")
+        };
         let toml = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n{}\n\n[mrtr]\nkeys = [{TEST_STATE_KEY:?}]\ninstance_id = \"test-instance\"\n{}\n\n[[route]]\npath = \"/mcp\"\nbackend = \"legacy\"\n{}\n\n[backend.legacy]\n{transport}{}\n\n[backend.legacy.pool]\n{}\n",
+            "[server]\nlisten = \"127.0.0.1:0\"\n{}\n\n[mrtr]\n{keys}instance_id = \"test-instance\"\n{}\n\n[[route]]\npath = \"/mcp\"\nbackend = \"legacy\"\n{}\n\n[backend.legacy]\n{transport}{}\n\n[backend.legacy.pool]\n{}\n",
             options.server, options.mrtr, options.route, options.backend, options.pool
         );
         let config = Config::from_toml_str(&toml).expect("valid test configuration");

@@ -49,6 +49,8 @@ use crate::mrtr::{Bridge, CallBinding, Event, Outcome, Redeemed};
 
 /// Longest wait for a request's headers (slow clients cannot hold connections).
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// After the drain, how long open connections get to finish writing.
+const CONNECTION_GRACE: Duration = Duration::from_secs(2);
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -127,7 +129,8 @@ pub struct Gateway {
     keep_alive: Duration,
     progress_tokens: AtomicU64,
     bridge: Arc<Bridge>,
-    drain_timeout: Duration,
+    /// Set at shutdown: only retries of held calls are still served.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 fn full(bytes: impl Into<Bytes>) -> Body {
@@ -309,7 +312,7 @@ impl Gateway {
             keep_alive: config.server.sse_keep_alive,
             progress_tokens: AtomicU64::new(1),
             bridge,
-            drain_timeout: config.server.drain_timeout,
+            draining: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -435,6 +438,11 @@ impl Gateway {
         params: Map<String, Value>,
         meta: RequestMeta,
     ) -> Result<Response<Body>, GatewayError> {
+        let resumes_held_call =
+            translate::is_interruptible(method) && params.contains_key("requestState");
+        if self.draining.load(Ordering::Acquire) && !resumes_held_call {
+            return Err(GatewayError::Busy("the gateway is shutting down".into()));
+        }
         match method {
             "server/discover" => {
                 let init = match route.pool.cached_init() {
@@ -632,6 +640,11 @@ impl Gateway {
         self.bridge.held_count()
     }
 
+    /// Nothing held and nothing running: a draining gateway may stop.
+    fn idle(&self) -> bool {
+        self.bridge.held_count() == 0 && self.bridge.running_count() == 0
+    }
+
     /// Reads the `requestState` keys again (key rotation without restart).
     pub fn reload_keys(&self) -> Result<(), String> {
         self.bridge.reload_keys()
@@ -639,7 +652,7 @@ impl Gateway {
 
     /// Ends held calls, then closes every backend session politely.
     pub async fn close_backends(&self) {
-        self.bridge.shutdown(self.drain_timeout).await;
+        self.bridge.shutdown(CONNECTION_GRACE).await;
         for pool in &self.pools {
             pool.shutdown().await;
         }
@@ -714,9 +727,26 @@ async fn serve(
         .header_read_timeout(HEADER_READ_TIMEOUT);
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
+    // At shutdown the listener stays open for the drain: new calls get 503, retries of held
+    // calls are still served, until nothing is held or running, or the drain timeout.
+    let mut drain_deadline: Option<tokio::time::Instant> = None;
+    let mut drain_tick = tokio::time::interval(Duration::from_millis(50));
     loop {
         tokio::select! {
-            _ = stop.cancelled() => break,
+            _ = stop.cancelled(), if drain_deadline.is_none() => {
+                gateway.draining.store(true, Ordering::Release);
+                drain_deadline = Some(tokio::time::Instant::now() + drain_timeout);
+                tracing::info!(held = gateway.held_calls(), "draining");
+            }
+            _ = drain_tick.tick(), if drain_deadline.is_some() => {
+                let expired = drain_deadline.is_some_and(|d| d <= tokio::time::Instant::now());
+                if expired || gateway.idle() {
+                    if expired && !gateway.idle() {
+                        tracing::warn!(held = gateway.held_calls(), "drain timeout reached; abandoning what is left");
+                    }
+                    break;
+                }
+            }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
@@ -745,12 +775,14 @@ async fn serve(
         }
     }
     drop(listener);
-    if tokio::time::timeout(drain_timeout, graceful.shutdown())
+    // Held calls end first (their backends see cancellation), then open connections get a
+    // short grace to finish writing.
+    gateway.close_backends().await;
+    if tokio::time::timeout(CONNECTION_GRACE, graceful.shutdown())
         .await
         .is_err()
     {
-        tracing::warn!("drain timeout reached; closing remaining connections");
+        tracing::debug!("closing remaining connections");
     }
     connections.shutdown().await;
-    gateway.close_backends().await;
 }

@@ -127,7 +127,9 @@ pub struct Bridge {
     /// Held calls per principal digest.
     per_principal: DashMap<String, usize>,
     redemptions: DashMap<String, Arc<Redemption>>,
+    /// Call tasks.
     tasks: TaskTracker,
+    sweeper: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     stop: CancellationToken,
 }
 
@@ -148,13 +150,15 @@ impl Bridge {
             per_principal: DashMap::new(),
             redemptions: DashMap::new(),
             tasks: TaskTracker::new(),
+            sweeper: std::sync::Mutex::new(None),
             stop: CancellationToken::new(),
         });
-        bridge.tasks.spawn(sweep(
+        let sweeper = tokio::spawn(sweep(
             Arc::downgrade(&bridge),
             bridge.stop.clone(),
             bridge.sweep_interval(),
         ));
+        *bridge.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);
         bridge
     }
 
@@ -212,6 +216,11 @@ impl Bridge {
     /// Calls held right now, waiting for a retry.
     pub fn held_count(&self) -> usize {
         self.held.len()
+    }
+
+    /// Calls running right now (not held).
+    pub fn running_count(&self) -> usize {
+        self.tasks.len()
     }
 
     /// Runs `driver` to its next outcome in a task. With `cancel_on_disconnect`, the call is
@@ -503,6 +512,14 @@ impl Bridge {
             if let Some(mut held) = self.take_held(&id) {
                 held.kind.abandon("gateway shutting down");
             }
+        }
+        let sweeper = self
+            .sweeper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(sweeper) = sweeper {
+            let _ = sweeper.await;
         }
         self.tasks.close();
         let _ = tokio::time::timeout(grace, self.tasks.wait()).await;

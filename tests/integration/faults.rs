@@ -185,3 +185,82 @@ async fn lost_http_session_gives_a_clear_error_then_a_new_session() {
     h.stop().await;
     backend.stop().await;
 }
+
+/// Shutdown drains: new calls get 503, a held call's retry is still served, and the gateway
+/// stops as soon as nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_serves_retries_of_held_calls_then_stops() {
+    let mut h = Harness::start_with(
+        Backend::Stdio,
+        Options {
+            server: "drain_timeout = \"10s\"".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let elicit_caps: ClientCapabilities =
+        serde_json::from_value(json!({"elicitation": {}})).unwrap();
+    let first = modern_request(1, "tools/call", json!({"name": "ask_name"}), &elicit_caps);
+    let round = post_raw(&h.url, &first).await;
+    let result = round.result().unwrap().clone();
+    assert_eq!(result["resultType"], "input_required");
+
+    let gateway = h.gateway.take().unwrap();
+    let started = Instant::now();
+    let stopping = tokio::spawn(gateway.shutdown());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let refused = post_raw(&h.url, &call(2, "echo", json!({"text": "late"}))).await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+
+    let key = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let mut retry = first.clone();
+    retry["id"] = json!(3);
+    retry["params"]["inputResponses"] =
+        json!({ key: {"action": "accept", "content": {"name": "Last"}} });
+    retry["params"]["requestState"] = result["requestState"].clone();
+    let done = post_raw(&h.url, &retry).await;
+    assert_eq!(text_of(&done), "Hello, Last!");
+
+    tokio::time::timeout(Duration::from_secs(5), stopping)
+        .await
+        .expect("the gateway stops once nothing is held")
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    h.stop().await;
+}
+
+/// A held call never retried is abandoned at the drain timeout: its backend sees cancellation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_abandons_held_calls_after_the_drain_timeout() {
+    let mut h = Harness::start_with(
+        Backend::Stdio,
+        Options {
+            server: "drain_timeout = \"300ms\"".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let elicit_caps: ClientCapabilities =
+        serde_json::from_value(json!({"elicitation": {}})).unwrap();
+    let first = modern_request(1, "tools/call", json!({"name": "ask_name"}), &elicit_caps);
+    assert_eq!(
+        post_raw(&h.url, &first).await.result_type(),
+        Some("input_required")
+    );
+    let gateway = h.gateway.take().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), gateway.shutdown())
+        .await
+        .expect("shutdown ends after the drain timeout");
+    h.wait_for_backend("the cancelled question", |m| {
+        m["result"] == json!({"action": "cancel"})
+    })
+    .await;
+    h.stop().await;
+}

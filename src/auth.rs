@@ -298,7 +298,15 @@ impl JwtVerifier {
             .and_then(|set| key_set(&set, &self.algorithms))
         {
             Ok(set) => *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set),
-            Err(e) => tracing::warn!(error = %e, "JWKS refresh failed; keeping the previous keys"),
+            Err(e) => {
+                tracing::warn!(error = %e, "JWKS refresh failed; keeping the previous keys");
+                // A failed fetch counts as an attempt: no retry storm while the issuer is down.
+                let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
+                *keys = Arc::new(KeySet {
+                    keys: keys.keys.clone(),
+                    fetched: Instant::now(),
+                });
+            }
         }
     }
 

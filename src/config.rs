@@ -172,6 +172,12 @@ pub struct ServerConfig {
     /// that authenticates).
     #[serde(default)]
     pub allow_unauthenticated: bool,
+    /// Longest wait for a request body once its headers arrived (slow senders get 408).
+    #[serde(default = "default_body_timeout", with = "humantime_serde")]
+    pub body_read_timeout: Duration,
+    /// Client connections open at once; more are closed at once.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
     /// Grace period for in-flight calls at shutdown.
     #[serde(default = "default_drain", with = "humantime_serde")]
     pub drain_timeout: Duration,
@@ -186,6 +192,8 @@ impl Default for ServerConfig {
             allowed_origins: None,
             sse_keep_alive: default_keep_alive(),
             allow_unauthenticated: false,
+            body_read_timeout: default_body_timeout(),
+            max_connections: default_max_connections(),
             drain_timeout: default_drain(),
         }
     }
@@ -196,6 +204,12 @@ fn default_listen() -> SocketAddr {
 }
 fn default_max_body_bytes() -> usize {
     4 * 1024 * 1024
+}
+fn default_body_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_max_connections() -> usize {
+    4096
 }
 fn default_keep_alive() -> Duration {
     Duration::from_secs(15)
@@ -372,11 +386,19 @@ impl Config {
     }
 
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let mut config = Self::read(path)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses a file without validating it, for callers that adjust it first (then call
+    /// [`Config::validate`]).
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_toml_str(&text)
+        Ok(toml::from_str(&text)?)
     }
 
     /// The configuration used when none is given: the built-in demo backend (this same
@@ -420,6 +442,15 @@ impl Config {
     pub fn validate(&mut self) -> Result<(), ConfigError> {
         if self.server.max_body_bytes < 1024 {
             return Err(invalid("server.max_body_bytes", "must be at least 1024"));
+        }
+        if self.server.body_read_timeout.is_zero() {
+            return Err(invalid(
+                "server.body_read_timeout",
+                "must be greater than 0",
+            ));
+        }
+        if self.server.max_connections == 0 {
+            return Err(invalid("server.max_connections", "must be at least 1"));
         }
         if self.server.sse_keep_alive.is_zero() {
             return Err(invalid("server.sse_keep_alive", "must be greater than 0"));

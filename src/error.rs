@@ -72,6 +72,8 @@ pub enum GatewayError {
     UnsupportedMediaType(String),
     #[error("Method not allowed")]
     MethodNotAllowed,
+    #[error("Request timeout: {0}")]
+    RequestTimeout(String),
     #[error("Gateway busy: {0}")]
     Busy(String),
     #[error("Too many calls waiting for input: {0}")]
@@ -178,6 +180,7 @@ impl GatewayError {
             Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::TooManyHeld(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::BackendUnavailable(_) => StatusCode::BAD_GATEWAY,
@@ -203,7 +206,7 @@ impl GatewayError {
             Self::Unauthorized(m) => {
                 JsonRpcError::new(codes::INVALID_REQUEST, format!("Unauthorized: {m}"))
             }
-            Self::BodyTooLarge { .. } | Self::MethodNotAllowed => {
+            Self::BodyTooLarge { .. } | Self::MethodNotAllowed | Self::RequestTimeout(_) => {
                 JsonRpcError::new(codes::INVALID_REQUEST, self.to_string())
             }
             Self::MethodNotFound { method, data } => {

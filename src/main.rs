@@ -79,7 +79,7 @@ async fn shutdown_signal() {
 
 async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr>) -> ExitCode {
     let mut config = match config_path {
-        Some(path) => match Config::load(&path) {
+        Some(path) => match Config::read(&path) {
             Ok(c) => c,
             Err(e) => {
                 eprintln!("mrtr-gateway: {}: {e}", path.display());
@@ -96,6 +96,12 @@ async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr
     };
     if let Some(listen) = listen {
         config.server.listen = listen;
+    }
+    // Validated after the override: rules such as "no unauthenticated route off loopback"
+    // depend on the address actually used.
+    if let Err(e) = config.validate() {
+        eprintln!("mrtr-gateway: {e}");
+        return ExitCode::from(2);
     }
     let running = match mrtr_gateway::start(&config).await {
         Ok(r) => r,

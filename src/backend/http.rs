@@ -136,8 +136,12 @@ impl HttpTransport {
     pub async fn shutdown(&self) {
         self.outbox.close();
         let writer = self.writer.lock().ok().and_then(|mut w| w.take());
-        if let Some(writer) = writer {
-            writer.abort();
+        if let Some(mut writer) = writer {
+            // Messages already queued (a cancellation, say) still go out; requests still
+            // waiting for answers are dropped with the writer's tasks.
+            if tokio::time::timeout(SHORT_POST_TIMEOUT, &mut writer).await.is_err() {
+                writer.abort();
+            }
         }
         if self.shared.session_id().is_some() {
             let request = self.shared.request(Method::DELETE, Bytes::new(), None);

@@ -239,7 +239,7 @@ impl PoolInner {
         state.last_used = Instant::now();
         // Dead sessions are dropped here; their slots return to the semaphore.
         state.idle.retain(Session::is_alive);
-        let pos = state.idle.iter().rposition(Session::is_clean)?;
+        let pos = state.idle.iter().rposition(Session::is_reusable)?;
         Some(state.idle.swap_remove(pos))
     }
 
@@ -254,8 +254,7 @@ impl PoolInner {
         };
         match victim {
             Some(session) => {
-                // Dropping the session releases its slot now; the polite close runs on its own.
-                self.closing.spawn(session.close());
+                self.close(session);
                 true
             }
             None => false,
@@ -306,8 +305,19 @@ impl PoolInner {
         tracing::warn!(backend = %self.spec.name, error = %error, retry_in = ?delay, "backend session failed to start");
     }
 
+    /// Frees the session's slot at once; the polite close runs on its own.
+    fn close(&self, mut session: Session) {
+        session.release_slot();
+        self.closing.spawn(session.close());
+    }
+
     fn give_back(&self, key: PoolKey, mut session: Session) {
         if !session.is_alive() {
+            return;
+        }
+        if !session.is_reusable() {
+            self.close(session);
+            self.returned.notify_waiters();
             return;
         }
         session.last_used = Instant::now();
@@ -319,7 +329,7 @@ impl PoolInner {
             }
             None => {
                 drop(keys);
-                self.closing.spawn(session.close());
+                self.close(session);
                 return;
             }
         }
@@ -359,7 +369,7 @@ async fn maintain(inner: Arc<PoolInner>) {
             });
         }
         for session in to_close {
-            inner.closing.spawn(session.close());
+            inner.close(session);
         }
         let backing_off = inner
             .backoff
@@ -400,13 +410,6 @@ pub struct Lease {
 impl Lease {
     pub fn session(&self) -> Option<&Session> {
         self.session.as_ref()
-    }
-
-    /// Closes the session instead of returning it (e.g. its state can no longer be trusted).
-    pub fn discard(mut self) {
-        if let Some(session) = self.session.take() {
-            self.pool.closing.spawn(session.close());
-        }
     }
 }
 

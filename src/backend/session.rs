@@ -25,8 +25,8 @@ use super::{
 use crate::config::UnsolicitedPolicy;
 use crate::jsonrpc::{self, codes, JsonRpcError, Message};
 
-/// How long a cancelled request may still be answered before the session is clean again.
-const CANCEL_GRACE: Duration = Duration::from_secs(2);
+/// Server requests kept for the next call of an idle session, at most.
+const MAX_DEFERRED: usize = 32;
 const EVENT_BUFFER: usize = 256;
 
 static SESSION_NUMBERS: AtomicU64 = AtomicU64::new(1);
@@ -78,8 +78,10 @@ pub fn answer_locally(method: &str) -> Result<Value, JsonRpcError> {
 struct Routing {
     pending: HashMap<u64, mpsc::Sender<CallEvent>>,
     active: Option<(u64, mpsc::Sender<CallEvent>)>,
-    /// Requests cancelled by the gateway whose late answers may still arrive.
-    cancelled: HashMap<u64, Instant>,
+    /// The gateway cancelled a request here: whatever the backend still sends for it (late
+    /// questions included) could be taken for the next caller's, so the session is not lent
+    /// again.
+    tainted: bool,
     /// Server requests that arrived outside any call (`unsolicited = "defer"`).
     deferred: Vec<(Value, String, Option<Value>)>,
     dead: Option<String>,
@@ -153,7 +155,7 @@ impl SessionCore {
             if routing.active.as_ref().is_some_and(|(a, _)| *a == id) {
                 routing.active = None;
             }
-            routing.cancelled.insert(id, Instant::now());
+            routing.tainted = true;
         }
         tracing::debug!(backend = %self.backend, session = self.number, request = id, reason, "cancelling backend request");
         let _ = self.transport.send(jsonrpc::notification(
@@ -201,7 +203,6 @@ impl SessionCore {
                 };
                 let sink = {
                     let mut routing = self.routing();
-                    routing.cancelled.remove(&num);
                     let sink = routing.pending.remove(&num);
                     if routing.active.as_ref().is_some_and(|(a, _)| *a == num) {
                         routing.active = None;
@@ -271,8 +272,13 @@ impl SessionCore {
         tracing::debug!(backend = %self.backend, session = self.number, %method, policy = ?self.unsolicited, "server request outside any call");
         let outcome = match self.unsolicited {
             UnsolicitedPolicy::Defer if surfaceable => {
-                self.routing().deferred.push((id, method, params));
-                return;
+                let mut routing = self.routing();
+                if routing.deferred.len() < MAX_DEFERRED && !routing.tainted {
+                    routing.deferred.push((id, method, params));
+                    return;
+                }
+                drop(routing);
+                answer_locally(&method)
             }
             UnsolicitedPolicy::Static if method == "roots/list" => {
                 Ok(json!({ "roots": self.static_roots }))
@@ -404,14 +410,16 @@ impl Session {
         self.core.routing().dead.is_none()
     }
 
-    /// Alive, nothing outstanding, and no cancelled request still within its grace period: safe
-    /// to lend to the next caller without mixing up whose messages are whose.
-    pub fn is_clean(&self) -> bool {
-        let mut routing = self.core.routing();
-        routing
-            .cancelled
-            .retain(|_, at| at.elapsed() < CANCEL_GRACE);
-        routing.dead.is_none() && routing.pending.is_empty() && routing.cancelled.is_empty()
+    /// Alive, nothing outstanding and nothing cancelled: safe to lend to the next caller
+    /// without mixing up whose messages are whose.
+    pub fn is_reusable(&self) -> bool {
+        let routing = self.core.routing();
+        routing.dead.is_none() && routing.pending.is_empty() && !routing.tainted
+    }
+
+    /// Gives back the pool slot now, before a polite close that may take a while.
+    pub fn release_slot(&mut self) {
+        self._slot.take();
     }
 
     /// A request whose answer the caller awaits; other events are not expected.
@@ -442,12 +450,22 @@ impl Session {
         }
     }
 
-    /// Sets the backend's log level when it differs from what the session last set.
-    pub async fn ensure_log_level(
+    /// Sets the backend's log level for the next call, when the backend logs at all and the
+    /// level differs from what the session last set.
+    pub async fn apply_log_level(
         &self,
-        level: &str,
+        level: Option<&str>,
         timeout: Duration,
     ) -> Result<(), BackendError> {
+        let Some(level) = level else { return Ok(()) };
+        let logs = self
+            .init_result()
+            .get("capabilities")
+            .and_then(|c| c.get("logging"))
+            .is_some();
+        if !logs {
+            return Ok(());
+        }
         let current = self
             .core
             .log_level
@@ -490,12 +508,20 @@ impl Session {
         if interruptible {
             let deferred = std::mem::take(&mut self.core.routing().deferred);
             for (id, method, params) in deferred {
-                let _ = tx.try_send(CallEvent::ServerRequest {
+                let event = CallEvent::ServerRequest {
                     id,
                     method,
                     params,
                     deferred: true,
-                });
+                };
+                if let Err(mpsc::error::TrySendError::Full(CallEvent::ServerRequest {
+                    id,
+                    method,
+                    ..
+                })) = tx.try_send(event)
+                {
+                    let _ = self.core.respond(id, answer_locally(&method));
+                }
             }
         }
         Ok(ActiveCall {

@@ -107,6 +107,11 @@ impl StdioTransport {
             while let Some(line) = lines.next().await {
                 match line {
                     Ok(line) => tracing::info!(target: "mrtr_gateway::backend::stderr", backend = %backend, pid, "{line}"),
+                    // The codec skips to the next newline; closing the pipe would make the
+                    // backend's next stderr write fail.
+                    Err(tokio_util::codec::LinesCodecError::MaxLineLengthExceeded) => {
+                        tracing::info!(target: "mrtr_gateway::backend::stderr", backend = %backend, pid, "(a stderr line over 64 KiB was skipped)");
+                    }
                     Err(_) => break,
                 }
             }

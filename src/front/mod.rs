@@ -126,6 +126,7 @@ pub struct Gateway {
     pools: Vec<Arc<Pool>>,
     policy: OriginPolicy,
     max_body_bytes: usize,
+    body_read_timeout: Duration,
     keep_alive: Duration,
     progress_tokens: AtomicU64,
     bridge: Arc<Bridge>,
@@ -309,6 +310,7 @@ impl Gateway {
                 config.server.allowed_origins.as_deref(),
             ),
             max_body_bytes: config.server.max_body_bytes,
+            body_read_timeout: config.server.body_read_timeout,
             keep_alive: config.server.sse_keep_alive,
             progress_tokens: AtomicU64::new(1),
             bridge,
@@ -364,7 +366,10 @@ impl Gateway {
         request: Request<Incoming>,
     ) -> Result<Response<Body>, (Option<Value>, GatewayError)> {
         let no_id = |e| (None, e);
-        self.policy.check(request.headers()).map_err(no_id)?;
+        let authority = request.uri().authority().map(|a| a.as_str());
+        self.policy
+            .check(request.headers(), authority)
+            .map_err(no_id)?;
         if request.method() != Method::POST {
             return Err((None, GatewayError::MethodNotAllowed));
         }
@@ -386,7 +391,18 @@ impl Gateway {
             return Err((None, too_large));
         }
         let (parts, body) = request.into_parts();
-        let body = match Limited::new(body, self.max_body_bytes).collect().await {
+        let collected = tokio::time::timeout(
+            self.body_read_timeout,
+            Limited::new(body, self.max_body_bytes).collect(),
+        )
+        .await
+        .map_err(|_| {
+            (
+                None,
+                GatewayError::RequestTimeout("the request body did not arrive in time".into()),
+            )
+        })?;
+        let body = match collected {
             Ok(collected) => collected.to_bytes(),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err((None, too_large)),
             Err(e) => {
@@ -571,6 +587,11 @@ impl Gateway {
         });
         let backend_params =
             translate::backend_params(method, params, backend_progress_token.as_deref());
+        // The level is set on the exclusive session before the call starts.
+        session
+            .apply_log_level(meta.log_level.as_deref(), route.request_timeout)
+            .await
+            .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))?;
         let call = session
             .start_call(method, Some(backend_params), interruptible)
             .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))?;
@@ -583,8 +604,6 @@ impl Gateway {
             route.request_timeout,
             self.bridge.config().settle_window,
         );
-        // The level is set on the exclusive session before the backend does anything for us.
-        driver.apply_log_level(route.request_timeout).await?;
         let events = self.bridge.drive(driver, binding, true);
         Ok(self.respond(reply, events).await)
     }
@@ -704,6 +723,7 @@ pub async fn start(config: &Config) -> Result<RunningGateway, StartError> {
         gateway.clone(),
         stop.clone(),
         config.server.drain_timeout,
+        config.server.max_connections,
     ));
     tracing::info!(%local_addr, routes = ?config.routes.iter().map(|r| &r.path).collect::<Vec<_>>(), "mrtr-gateway listening");
     Ok(RunningGateway {
@@ -719,7 +739,9 @@ async fn serve(
     gateway: Arc<Gateway>,
     stop: CancellationToken,
     drain_timeout: Duration,
+    max_connections: usize,
 ) {
+    let connection_slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -750,6 +772,10 @@ async fn serve(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
+                    let Ok(slot) = connection_slots.clone().try_acquire_owned() else {
+                        tracing::warn!(max_connections, "connection refused: too many open connections");
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
                     let gateway = gateway.clone();
                     let service = hyper::service::service_fn(move |request| {
@@ -764,6 +790,7 @@ async fn serve(
                         if let Err(e) = connection.await {
                             tracing::debug!(error = %e, "connection ended with an error");
                         }
+                        drop(slot);
                     });
                 }
                 Err(e) => {

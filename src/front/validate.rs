@@ -82,11 +82,13 @@ impl OriginPolicy {
         Self { hosts, origins }
     }
 
-    pub fn check(&self, headers: &HeaderMap) -> Result<(), GatewayError> {
+    /// `authority` is the request URI's, which HTTP/2 sends instead of a Host header.
+    pub fn check(&self, headers: &HeaderMap, authority: Option<&str>) -> Result<(), GatewayError> {
         if let Some(hosts) = &self.hosts {
             let host = headers
                 .get(HOST)
                 .and_then(|h| h.to_str().ok())
+                .or(authority)
                 .map(|h| strip_port(&h.to_ascii_lowercase()).to_string())
                 .ok_or_else(|| GatewayError::Forbidden("missing Host header".into()))?;
             if !hosts.contains(&host) {
@@ -401,6 +403,12 @@ mod tests {
     use super::*;
     use http::HeaderValue;
 
+    impl OriginPolicy {
+        fn check_headers(&self, headers: &HeaderMap) -> Result<(), GatewayError> {
+            self.check(headers, None)
+        }
+    }
+
     fn policy() -> OriginPolicy {
         OriginPolicy::new(true, None, None)
     }
@@ -416,37 +424,43 @@ mod tests {
     #[test]
     fn host_and_origin_allow_lists() {
         let p = policy();
-        assert!(p.check(&headers(&[("host", "127.0.0.1:8080")])).is_ok());
-        assert!(p.check(&headers(&[("host", "[::1]:9")])).is_ok());
-        assert!(p.check(&headers(&[("host", "evil.example")])).is_err());
         assert!(p
-            .check(&headers(&[
+            .check_headers(&headers(&[("host", "127.0.0.1:8080")]))
+            .is_ok());
+        assert!(p.check_headers(&headers(&[("host", "[::1]:9")])).is_ok());
+        assert!(p
+            .check_headers(&headers(&[("host", "evil.example")]))
+            .is_err());
+        assert!(p
+            .check_headers(&headers(&[
                 ("host", "localhost"),
                 ("origin", "http://localhost:3000")
             ]))
             .is_ok());
         assert!(p
-            .check(&headers(&[
+            .check_headers(&headers(&[
                 ("host", "localhost"),
                 ("origin", "http://evil.example")
             ]))
             .is_err());
         assert!(p
-            .check(&headers(&[
+            .check_headers(&headers(&[
                 ("host", "localhost"),
                 ("origin", "http://localhost.evil.example")
             ]))
             .is_err());
         let open = OriginPolicy::new(false, None, Some(&["https://app.example:8443".into()]));
-        assert!(open.check(&headers(&[("host", "gw.internal")])).is_ok());
         assert!(open
-            .check(&headers(&[
+            .check_headers(&headers(&[("host", "gw.internal")]))
+            .is_ok());
+        assert!(open
+            .check_headers(&headers(&[
                 ("host", "gw"),
                 ("origin", "https://app.example:8443")
             ]))
             .is_ok());
         assert!(open
-            .check(&headers(&[
+            .check_headers(&headers(&[
                 ("host", "gw"),
                 ("origin", "https://app.example:9999")
             ]))

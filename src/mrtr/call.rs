@@ -212,32 +212,15 @@ impl CallDriver {
         }
     }
 
-    /// The call ended while questions were still gathering for a round nobody will see: the
-    /// backend still waits for them, so the session's unsolicited policy answers or keeps them.
-    pub fn release_unanswered(&mut self) {
-        for input in self.outstanding.drain(..) {
-            let (method, params) = input.original;
-            self.call.release(input.backend_id, method, params);
-        }
-    }
-
-    /// A session lease's log-level setting belongs to the current request.
-    pub async fn apply_log_level(&self, timeout: Duration) -> Result<(), GatewayError> {
-        let (Some(level), Some(session)) = (&self.scope.log_level, self.lease.session()) else {
+    /// Sets the backend's log level to what the current request asked for.
+    pub async fn apply_log_level(&self) -> Result<(), GatewayError> {
+        let Some(session) = self.lease.session() else {
             return Ok(());
         };
-        let has_logging = session
-            .init_result()
-            .get("capabilities")
-            .and_then(|c| c.get("logging"))
-            .is_some();
-        if has_logging {
-            session
-                .ensure_log_level(level, timeout)
-                .await
-                .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))?;
-        }
-        Ok(())
+        session
+            .apply_log_level(self.scope.log_level.as_deref(), self.timeout)
+            .await
+            .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))
     }
 
     fn on_server_request(
@@ -308,8 +291,11 @@ impl CallDriver {
             .unwrap_or_default();
         let mut inputs = Vec::new();
         for elicitation in elicitations {
-            let mut params = elicitation;
-            params["mode"] = json!("url");
+            let Value::Object(mut params) = elicitation else {
+                continue;
+            };
+            params.insert("mode".into(), json!("url"));
+            let params = Value::Object(params);
             match gate(
                 "elicitation/create",
                 Some(&params),
@@ -455,5 +441,13 @@ impl CallDriver {
                 e.to_string(),
             ))),
         }
+    }
+}
+
+impl Drop for CallDriver {
+    /// Questions of a call that ends unseen (client gone, call failed) are answered, so the
+    /// backend never waits on them.
+    fn drop(&mut self) {
+        self.abandon("the call ended");
     }
 }

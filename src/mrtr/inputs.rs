@@ -432,11 +432,14 @@ fn is_time(s: &str) -> bool {
         parts.next(),
     );
     let clock_ok = matches!(hms, (Some(h), Some(m), Some(s), None) if h < 24 && m < 60 && s <= 60);
-    let zone_ok = zone.eq_ignore_ascii_case("z")
-        || (zone.len() == 6
-            && digits(&zone[1..3], 2).is_some_and(|h| h < 24)
-            && &zone[3..4] == ":"
-            && digits(&zone[4..6], 2).is_some_and(|m| m < 60));
+    let zone = zone.as_bytes();
+    let two = |b: &[u8], max: u32| {
+        b.len() == 2
+            && b.iter().all(u8::is_ascii_digit)
+            && u32::from(b[0] - b'0') * 10 + u32::from(b[1] - b'0') < max
+    };
+    let zone_ok = zone.eq_ignore_ascii_case(b"z")
+        || (zone.len() == 6 && two(&zone[1..3], 24) && zone[3] == b':' && two(&zone[4..6], 60));
     clock_ok && zone_ok
 }
 
@@ -654,6 +657,8 @@ mod tests {
         assert!(check_format("date-time", "2026-07-28T10:00:00Z").is_ok());
         assert!(check_format("date-time", "2026-07-28T10:00:00.5+02:00").is_ok());
         assert!(check_format("date-time", "2026-07-28 10:00").is_err());
+        assert!(check_format("date-time", "2026-07-28T10:00:00+0é00").is_err());
+        assert!(check_format("date-time", "2026-07-28T1é:00:00Z").is_err());
         assert!(check_format("uri", "https://x.example/a").is_ok());
         assert!(check_format("uri", "no scheme").is_err());
     }

@@ -245,8 +245,9 @@ impl Bridge {
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         let bridge = self.clone();
         self.tasks.spawn(async move {
+            let resumed = record.is_some();
             let outcome = tokio::select! {
-                outcome = bridge.run(driver, binding, &tx) => outcome,
+                outcome = bridge.run(driver, binding, resumed, &tx) => outcome,
                 _ = tx.closed(), if cancel_on_disconnect => return,
             };
             if let Some(record) = &record {
@@ -264,8 +265,15 @@ impl Bridge {
         self: &Arc<Self>,
         mut driver: CallDriver,
         binding: CallBinding,
+        resumed: bool,
         tx: &mpsc::Sender<Event>,
     ) -> Outcome {
+        if resumed {
+            // The retry's logLevel applies to the rest of the call.
+            if let Err(error) = driver.apply_log_level().await {
+                return Outcome::Error(error);
+            }
+        }
         loop {
             match driver.next_step().await {
                 Step::Notify(message) => {
@@ -275,7 +283,6 @@ impl Bridge {
                     }
                 }
                 Step::Final(outcome) => {
-                    driver.release_unanswered();
                     return match outcome {
                         Ok(result) => Outcome::Complete(result),
                         Err(error) => Outcome::Error(GatewayError::from_backend(
@@ -285,10 +292,7 @@ impl Bridge {
                         )),
                     };
                 }
-                Step::Failed(error) => {
-                    driver.release_unanswered();
-                    return Outcome::Error(error);
-                }
+                Step::Failed(error) => return Outcome::Error(error),
                 Step::InputRequired => return self.park(driver, binding),
                 Step::UrlRequired { inputs, error } => {
                     let round = driver.round + 1;

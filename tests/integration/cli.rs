@@ -103,3 +103,31 @@ async fn check_config_accepts_the_examples_and_names_the_bad_key() {
     let key = String::from_utf8_lossy(&key.stdout).trim().to_string();
     assert!(mrtr_gateway::mrtr::state::KeyRing::from_base64(&[key]).is_ok());
 }
+
+/// `--listen` is validated like the file: an unauthenticated route may not leave loopback.
+#[tokio::test]
+async fn listen_override_cannot_expose_an_unauthenticated_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.toml");
+    std::fs::write(
+        &config,
+        "[server]\nlisten = \"127.0.0.1:0\"\n[[route]]\npath = \"/mcp\"\nbackend = \"b\"\n[backend.b]\ntransport = \"stdio\"\ncommand = \"true\"\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "--config",
+            &config.display().to_string(),
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("route[0].auth"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

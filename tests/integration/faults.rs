@@ -264,3 +264,37 @@ async fn shutdown_abandons_held_calls_after_the_drain_timeout() {
     .await;
     h.stop().await;
 }
+
+/// A client that sends headers but not its body gets 408 instead of holding the connection.
+#[tokio::test]
+async fn a_body_that_never_arrives_gets_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = Harness::start_with(
+        Backend::Stdio,
+        Options {
+            server: "body_read_timeout = \"300ms\"".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let addr = h
+        .url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut response = vec![0u8; 1024];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut response))
+        .await
+        .expect("answered in time")
+        .unwrap();
+    let text = String::from_utf8_lossy(&response[..read]).to_string();
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    h.stop().await;
+}

@@ -1169,3 +1169,46 @@ async fn keys_rotate_without_restart() {
     assert_eq!(refused.error().unwrap()["data"]["reason"], "tampered");
     h.stop().await;
 }
+
+/// A call cancelled by its client may still ask a question later; it must never reach the next
+/// caller of that backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_calls_late_question_never_reaches_the_next_caller() {
+    let h = Harness::start_with(
+        Backend::Stdio,
+        Options {
+            pool: "max_sessions = 1\nqueue_wait = \"5s\"".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let caps = json!({"elicitation": {}});
+    let stubborn = tool_call(json!(1), "stubborn_question", json!({"ms": 500}), &caps);
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(150))
+        .build()
+        .unwrap();
+    let gave_up = impatient
+        .post(&h.url)
+        .headers(crate::support::modern_client::standard_headers(&stubborn))
+        .body(stubborn.to_string())
+        .send()
+        .await;
+    assert!(gave_up.is_err());
+    // The next caller's call spans the moment the cancelled call asks its question.
+    let next = post_raw(
+        &h.url,
+        &tool_call(json!(2), "sleep", json!({"ms": 1000}), &caps),
+    )
+    .await;
+    assert_eq!(next.result_type(), Some("complete"), "{}", next.body);
+    assert_eq!(text(&next), "Slept 1000 ms.");
+    let again = post_raw(
+        &h.url,
+        &tool_call(json!(3), "echo", json!({"text": "x"}), &caps),
+    )
+    .await;
+    assert_eq!(again.result_type(), Some("complete"), "{}", again.body);
+    assert_eq!(h.held(), 0);
+    h.stop().await;
+}

@@ -96,3 +96,23 @@ async fn each_capability_profile_gets_its_own_session() {
     );
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_pool_evicts_one_idle_session_of_another_profile() {
+    let options = Options {
+        pool: "max_sessions = 2".into(),
+        ..Options::default()
+    };
+    let h = Harness::start_with(Backend::Stdio, options).await;
+    for (id, caps) in [(1, json!({})), (2, json!({"roots": {}}))] {
+        assert_eq!(
+            post_raw(&h.url, &echo(id, caps)).await.result_type(),
+            Some("complete")
+        );
+    }
+    wait_for_stats(&h, "two idle sessions", |s| s.idle == 2).await;
+    let third = post_raw(&h.url, &echo(3, json!({"sampling": {}}))).await;
+    assert_eq!(third.result_type(), Some("complete"));
+    wait_for_stats(&h, "one evicted, two open", |s| s.open == 2 && s.idle == 2).await;
+    h.stop().await;
+}

@@ -573,7 +573,15 @@ function wireChecks(row, wire, expectTools) {
   row.wire = wire;
   row.check('front: first request is server/discover', wire.firstMethod === 'server/discover', `first method: ${wire.firstMethod}`);
   row.check('front: no initialize / notifications/initialized crossed', wire.initializeRequests === 0, `${wire.initializeRequests} seen`);
-  row.check('front: no Mcp-Session-Id header in either direction', wire.sessionIdHeaders.length === 0, wire.sessionIdHeaders.join('; '));
+  const sid = {};
+  for (const h of wire.sessionIdHeaders) sid[h] = (sid[h] ?? 0) + 1;
+  row.check(
+    'front: no Mcp-Session-Id header in either direction',
+    wire.sessionIdHeaders.length === 0,
+    Object.entries(sid)
+      .map(([h, n]) => `${h} (×${n})`)
+      .join('; '),
+  );
   row.check('front: every request carried MCP-Protocol-Version: 2026-07-28', wire.badVersionHeaders === 0, `${wire.badVersionHeaders} without`);
   row.check('front: only POST requests', wire.nonPost.length === 0, wire.nonPost.join('; '));
   row.check('front: input_required results went by', wire.inputRequired.length > 0, `${wire.inputRequired.length} rounds`);

@@ -146,7 +146,7 @@ toml_str() { python3 -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1"; 
 GW_PID=
 GW_URL=
 start_gateway() {
-  local name=$1 backend=$2 attempt port cfg logf i
+  local name=$1 backend=$2 pool=${3:-} attempt port cfg logf i
   for attempt in 1 2 3 4 5; do
     port=$(free_port)
     cfg=$OUT/gateway-$name.toml
@@ -164,6 +164,9 @@ backend = "b"
 $backend
 request_timeout = "60s"
 init_timeout = "20s"
+
+[backend.b.pool]
+$pool
 EOF
     RUST_LOG=$RUST_LOG_FILTER NO_COLOR=1 "$GATEWAY" --config "$cfg" </dev/null >>"$logf" 2>&1 &
     GW_PID=$!
@@ -249,12 +252,11 @@ fi
 
 declare -A CONF_BPID=() CONF_GWPID=() CONF_RUNPID=() CONF_DONE=()
 
-# warm_gateway URL LABEL: one tools/list per client-capability profile the suite uses, so that
-# a backend session for each already exists (idle sessions live for idle_timeout, 300 s). The
-# gateway starts one session per (principal, capability profile) on demand; over stdio that is a
-# new Node process whose cold start (~0.5-0.8 s on 2 cores) exceeds the 600 ms the suite's
-# server-stateless scenario gives `test_streaming_elicitation` on the first call with
-# `{elicitation:{}}`. The warm-up keeps that check about the gateway's answer, not Node's start.
+# warm_gateway URL LABEL: one tools/list per client-capability profile the suite uses, which
+# returns once the gateway's warm session for that profile (pool warm_profiles) is up. Over
+# stdio a session is a Node process whose cold start (~0.5-0.8 s on 2 cores) exceeds the 600 ms
+# the suite's server-stateless scenario gives `test_streaming_elicitation` on its first call with
+# `{elicitation:{}}`; with warm profiles that check is about the gateway's answer, not Node's.
 warm_gateway() {
   python3 - "$1" "$2" <<'PY' || echo "interop: warm-up of the $2 gateway failed (continuing)" >&2
 import json, sys, time, urllib.request
@@ -317,7 +319,10 @@ url = $(toml_str "$burl")"
 command = $(toml_str "$NODE22")
 args = [$(toml_str "$BACKEND_MJS"), \"--stdio\"]"
   fi
-  if ! start_gateway "conformance-$transport" "$backend_toml"; then
+  # The capability profiles the suite uses are warmed when the gateway starts (pool
+  # warm_profiles), so first calls do not wait for a backend process to start.
+  local warm='warm_profiles = [{}, { elicitation = {} }, { sampling = {} }, { sampling = {}, elicitation = {}, roots = { listChanged = true } }]'
+  if ! start_gateway "conformance-$transport" "$backend_toml" "$warm"; then
     record "$label" FAIL "gateway did not start (see logs/gateway-conformance-$transport.log)"
     [[ -n $bpid ]] && stop_pid "$bpid"
     return 0

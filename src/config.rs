@@ -335,6 +335,11 @@ pub struct PoolConfig {
     /// Longest a request waits for a free session before HTTP 503.
     #[serde(default = "default_queue_wait", with = "humantime_serde")]
     pub queue_wait: Duration,
+    /// Client capability sets (as a request declares them) whose sessions are started when the
+    /// gateway starts and kept warm (at least one idle session each), for unauthenticated
+    /// callers; e.g. `[{}, { elicitation = {} }]`.
+    #[serde(default)]
+    pub warm_profiles: Vec<serde_json::Value>,
 }
 
 impl Default for PoolConfig {
@@ -344,6 +349,7 @@ impl Default for PoolConfig {
             max_sessions: default_max_sessions(),
             idle_timeout: default_idle_timeout(),
             queue_wait: default_queue_wait(),
+            warm_profiles: Vec::new(),
         }
     }
 }
@@ -602,6 +608,18 @@ impl Config {
                 return Err(invalid(
                     format!("{key}.pool.max_sessions"),
                     "must be at least 1",
+                ));
+            }
+            if backend.pool.warm_profiles.iter().any(|p| !p.is_object()) {
+                return Err(invalid(
+                    format!("{key}.pool.warm_profiles"),
+                    "each entry is a table of client capabilities, e.g. { elicitation = {} }",
+                ));
+            }
+            if backend.pool.warm_profiles.len() > backend.pool.max_sessions {
+                return Err(invalid(
+                    format!("{key}.pool.warm_profiles"),
+                    "more profiles than pool.max_sessions",
                 ));
             }
             if backend.pool.min_idle > backend.pool.max_sessions {

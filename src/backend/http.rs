@@ -139,7 +139,10 @@ impl HttpTransport {
         if let Some(mut writer) = writer {
             // Messages already queued (a cancellation, say) still go out; requests still
             // waiting for answers are dropped with the writer's tasks.
-            if tokio::time::timeout(SHORT_POST_TIMEOUT, &mut writer).await.is_err() {
+            if tokio::time::timeout(SHORT_POST_TIMEOUT, &mut writer)
+                .await
+                .is_err()
+            {
                 writer.abort();
             }
         }

@@ -91,6 +91,8 @@ struct KeyState {
     idle: Vec<Session>,
     profile: Value,
     last_used: Instant,
+    /// Configured in `warm_profiles`: always kept warm, never forgotten.
+    pinned: bool,
 }
 
 struct PoolInner {
@@ -126,10 +128,25 @@ pub struct PoolStats {
 impl Pool {
     pub fn new(spec: Arc<BackendSpec>) -> Self {
         let max = spec.config.pool.max_sessions;
+        // Profiles warmed from the start, for unauthenticated callers: their first call does
+        // not wait for a backend to start.
+        let mut keys = HashMap::new();
+        for client_capabilities in &spec.config.pool.warm_profiles {
+            let profile = capability_profile(client_capabilities);
+            keys.insert(
+                PoolKey::new(crate::auth::ANONYMOUS, &profile),
+                KeyState {
+                    idle: Vec::new(),
+                    profile,
+                    last_used: Instant::now(),
+                    pinned: true,
+                },
+            );
+        }
         let inner = Arc::new(PoolInner {
             spec,
             slots: Arc::new(Semaphore::new(max)),
-            keys: Mutex::new(HashMap::new()),
+            keys: Mutex::new(keys),
             returned: Notify::new(),
             init_cache: RwLock::new(None),
             backoff: Mutex::new(Backoff {
@@ -235,6 +252,7 @@ impl PoolInner {
             idle: Vec::new(),
             profile: profile.clone(),
             last_used: Instant::now(),
+            pinned: false,
         });
         state.last_used = Instant::now();
         // Dead sessions are dropped here; their slots return to the semaphore.
@@ -342,27 +360,36 @@ impl PoolInner {
 async fn maintain(inner: Arc<PoolInner>) {
     let config = inner.spec.config.pool.clone();
     let tick = (config.idle_timeout / 4).clamp(Duration::from_millis(250), Duration::from_secs(5));
+    let mut first = true;
     loop {
-        tokio::select! {
-            _ = inner.stop.cancelled() => return,
-            _ = tokio::time::sleep(tick) => {}
+        if !first {
+            tokio::select! {
+                _ = inner.stop.cancelled() => return,
+                _ = tokio::time::sleep(tick) => {}
+            }
         }
+        first = false;
         let mut to_close = Vec::new();
         let mut to_warm = Vec::new();
         {
             let mut keys = inner.keys();
             keys.retain(|key, state| {
                 state.idle.retain(Session::is_alive);
+                let min_idle = if state.pinned {
+                    config.min_idle.max(1)
+                } else {
+                    config.min_idle
+                };
                 let mut keep = state.idle.len();
                 state.idle.sort_by_key(|s| std::cmp::Reverse(s.last_used));
-                while keep > config.min_idle
+                while keep > min_idle
                     && state.idle[keep - 1].last_used.elapsed() > config.idle_timeout
                 {
                     keep -= 1;
                 }
                 to_close.extend(state.idle.drain(keep..));
-                let in_use = state.last_used.elapsed() <= config.idle_timeout;
-                if in_use && state.idle.len() < config.min_idle {
+                let in_use = state.pinned || state.last_used.elapsed() <= config.idle_timeout;
+                if in_use && state.idle.len() < min_idle {
                     to_warm.push((key.clone(), state.profile.clone()));
                 }
                 in_use || !state.idle.is_empty()

@@ -116,3 +116,29 @@ async fn a_full_pool_evicts_one_idle_session_of_another_profile() {
     wait_for_stats(&h, "one evicted, two open", |s| s.open == 2 && s.idle == 2).await;
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn warm_profiles_are_started_with_the_gateway() {
+    let options = Options {
+        pool: "warm_profiles = [{}, { elicitation = {} }]".into(),
+        ..Options::default()
+    };
+    let h = Harness::start_with(Backend::Stdio, options).await;
+    wait_for_stats(&h, "two warm sessions", |s| s.idle == 2 && s.open == 2).await;
+    let initialized: Vec<Value> = h
+        .backend_messages()
+        .into_iter()
+        .filter(|m| m["method"] == "initialize")
+        .map(|m| m["params"]["capabilities"].clone())
+        .collect();
+    assert_eq!(initialized.len(), 2);
+    assert!(
+        initialized.contains(&json!({"elicitation": {"form": {}}})),
+        "{initialized:?}"
+    );
+    // A call with a warm profile uses the spare: no new session.
+    let call = post_raw(&h.url, &echo(1, json!({"elicitation": {}}))).await;
+    assert_eq!(call.result_type(), Some("complete"));
+    assert_eq!(pool(&h).open, 2);
+    h.stop().await;
+}

@@ -154,6 +154,9 @@ pub struct ServerConfig {
     /// Address of the MCP listener.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
+    /// Address of the admin listener (/healthz, /readyz, /metrics, /status); none by default.
+    #[serde(default)]
+    pub admin_listen: Option<SocketAddr>,
     /// Largest accepted request body.
     #[serde(default = "default_max_body_bytes")]
     pub max_body_bytes: usize,
@@ -187,6 +190,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: default_listen(),
+            admin_listen: None,
             max_body_bytes: default_max_body_bytes(),
             allowed_hosts: None,
             allowed_origins: None,

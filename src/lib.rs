@@ -14,6 +14,7 @@ pub mod demo;
 pub mod error;
 pub mod front;
 pub mod jsonrpc;
+pub mod metrics;
 pub mod mrtr;
 
 pub use front::{start, Gateway, RunningGateway, StartError};

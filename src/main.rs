@@ -110,6 +110,11 @@ async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr
             return ExitCode::FAILURE;
         }
     };
+    if let Some(admin) = running.admin_addr() {
+        eprintln!(
+            "mrtr-gateway: admin endpoints on http://{admin} (/healthz /readyz /metrics /status)"
+        );
+    }
     for route in &config.routes {
         eprintln!(
             "mrtr-gateway: serving http://{}{} -> backend {}",

@@ -22,6 +22,7 @@ use tokio_util::task::TaskTracker;
 use super::session::Session;
 use super::{BackendError, BackendSpec};
 use crate::error::GatewayError;
+use crate::metrics::Metrics;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -97,6 +98,7 @@ struct KeyState {
 
 struct PoolInner {
     spec: Arc<BackendSpec>,
+    metrics: Arc<Metrics>,
     slots: Arc<Semaphore>,
     keys: Mutex<HashMap<PoolKey, KeyState>>,
     returned: Notify,
@@ -126,7 +128,7 @@ pub struct PoolStats {
 }
 
 impl Pool {
-    pub fn new(spec: Arc<BackendSpec>) -> Self {
+    pub fn new(spec: Arc<BackendSpec>, metrics: Arc<Metrics>) -> Self {
         let max = spec.config.pool.max_sessions;
         // Profiles warmed from the start, for unauthenticated callers: their first call does
         // not wait for a backend to start.
@@ -145,6 +147,7 @@ impl Pool {
         }
         let inner = Arc::new(PoolInner {
             spec,
+            metrics,
             slots: Arc::new(Semaphore::new(max)),
             keys: Mutex::new(keys),
             returned: Notify::new(),
@@ -169,6 +172,29 @@ impl Pool {
         self.inner.init_cache.read().ok().and_then(|c| c.clone())
     }
 
+    /// A session of this backend initialized at least once and starting sessions works now.
+    pub fn ready(&self) -> bool {
+        let backing_off = self
+            .inner
+            .backoff
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .until
+            .is_some_and(|u| u > Instant::now());
+        self.cached_init().is_some() && !backing_off
+    }
+
+    /// Starts one session for an unauthenticated caller with no capabilities, so readiness
+    /// reflects whether the backend can be reached; the session then waits as a spare.
+    pub async fn probe(&self) -> Result<(), GatewayError> {
+        let profile = capability_profile(&serde_json::json!({}));
+        let lease = self
+            .acquire(&PoolKey::new(crate::auth::ANONYMOUS, &profile), &profile)
+            .await?;
+        drop(lease);
+        Ok(())
+    }
+
     pub fn stats(&self) -> PoolStats {
         let max = self.inner.spec.config.pool.max_sessions;
         let idle = self.inner.keys().values().map(|k| k.idle.len()).sum();
@@ -180,6 +206,17 @@ impl Pool {
 
     /// Lends a session of `key` exclusively, starting one if needed; waits at most `queue_wait`.
     pub async fn acquire(&self, key: &PoolKey, profile: &Value) -> Result<Lease, GatewayError> {
+        let started = Instant::now();
+        let lease = self.acquire_inner(key, profile).await;
+        self.inner
+            .metrics
+            .pool_wait
+            .with_label_values(&[self.inner.spec.name.as_str()])
+            .observe(started.elapsed().as_secs_f64());
+        lease
+    }
+
+    async fn acquire_inner(&self, key: &PoolKey, profile: &Value) -> Result<Lease, GatewayError> {
         let inner = &self.inner;
         let deadline = Instant::now() + inner.spec.config.pool.queue_wait;
         loop {
@@ -297,6 +334,7 @@ impl PoolInner {
         }
         match Session::connect(&self.spec, profile.clone(), Some(permit)).await {
             Ok(session) => {
+                self.record_start(true);
                 let mut backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
                 backoff.failures = 0;
                 backoff.until = None;
@@ -313,7 +351,15 @@ impl PoolInner {
         }
     }
 
+    fn record_start(&self, ok: bool) {
+        self.metrics
+            .session_starts
+            .with_label_values(&[self.spec.name.as_str(), if ok { "ok" } else { "error" }])
+            .inc();
+    }
+
     fn record_failure(&self, error: &BackendError) {
+        self.record_start(false);
         let mut backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
         backoff.failures = backoff.failures.saturating_add(1);
         let delay = FIRST_BACKOFF
@@ -417,7 +463,10 @@ async fn maintain(inner: Arc<PoolInner>) {
                 s = Session::connect(&inner.spec, profile, Some(permit)) => s,
             };
             match started {
-                Ok(session) => inner.give_back(key, session),
+                Ok(session) => {
+                    inner.record_start(true);
+                    inner.give_back(key, session);
+                }
                 Err(e) => {
                     inner.record_failure(&e);
                     break;

@@ -8,6 +8,7 @@
 //! Tasks: the accept loop (owned by [`RunningGateway`]) and one task per connection, tracked in
 //! a `JoinSet` that the accept loop drains at shutdown.
 
+pub mod admin;
 pub mod param_headers;
 pub mod translate;
 pub mod validate;
@@ -43,6 +44,7 @@ use crate::config::{Config, RouteConfig};
 use crate::error::GatewayError;
 use crate::error::StateRejection;
 use crate::jsonrpc;
+use crate::metrics::{method_label, Metrics};
 use crate::mrtr::call::{CallDriver, RequestScope};
 use crate::mrtr::state::{params_digest, KeyRing};
 use crate::mrtr::{Bridge, CallBinding, Event, Outcome, Redeemed};
@@ -80,6 +82,7 @@ pub struct Route {
     /// `x-mcp-header` annotations learned from this route's `tools/list` results.
     pub tool_headers: param_headers::ToolHeaders,
     pub auth: Authenticator,
+    metrics: Arc<Metrics>,
 }
 
 const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
@@ -130,6 +133,7 @@ pub struct Gateway {
     keep_alive: Duration,
     progress_tokens: AtomicU64,
     bridge: Arc<Bridge>,
+    metrics: Arc<Metrics>,
     /// Set at shutdown: only retries of held calls are still served.
     draining: std::sync::atomic::AtomicBool,
 }
@@ -164,6 +168,21 @@ fn sse_frame(message: &Value) -> Bytes {
     Bytes::from(format!("event: message\ndata: {message}\n\n"))
 }
 
+/// What a response was, for metrics: set by whoever builds it.
+#[derive(Clone, Copy)]
+struct Labels {
+    method: &'static str,
+    outcome: &'static str,
+}
+
+fn labeled(mut response: Response<Body>, method: &str, outcome: &'static str) -> Response<Body> {
+    response.extensions_mut().insert(Labels {
+        method: method_label(method),
+        outcome,
+    });
+    response
+}
+
 /// How the outcome of one front request is written.
 struct Reply {
     route: Arc<Route>,
@@ -171,6 +190,14 @@ struct Reply {
     method: String,
     /// A retry's result must not be cached.
     retry: bool,
+}
+
+fn outcome_label(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Complete(_) => "ok",
+        Outcome::InputRequired(_) => "input_required",
+        Outcome::Error(_) => "error",
+    }
 }
 
 impl Reply {
@@ -198,6 +225,21 @@ impl Reply {
                 )
             }
             Outcome::InputRequired(result) => {
+                let metrics = &self.route.metrics;
+                metrics
+                    .rounds
+                    .with_label_values(&[self.route.config.path.as_str()])
+                    .inc();
+                if let Some(requests) = result.get("inputRequests").and_then(Value::as_object) {
+                    for request in requests.values() {
+                        let kind = match request.get("method").and_then(Value::as_str) {
+                            Some("elicitation/create") => "elicitation",
+                            Some("sampling/createMessage") => "sampling",
+                            _ => "roots",
+                        };
+                        metrics.input_requests.with_label_values(&[kind]).inc();
+                    }
+                }
                 let stamped = translate::stamp_interim(result, server_info.as_ref());
                 (
                     jsonrpc::result_response(self.id.clone(), stamped),
@@ -212,8 +254,9 @@ impl Reply {
     }
 
     fn json(&self, outcome: Outcome) -> Response<Body> {
+        let label = outcome_label(&outcome);
         let (message, status) = self.message(outcome);
-        json_response(status, &message)
+        labeled(json_response(status, &message), &self.method, label)
     }
 
     /// A re-sent retry: the outcome of the first one, under this request's id.
@@ -237,6 +280,7 @@ impl Reply {
 
 impl Gateway {
     pub fn new(config: &Config) -> Result<Arc<Self>, StartError> {
+        let metrics = Arc::new(Metrics::new());
         let mut pools: HashMap<&str, Arc<Pool>> = HashMap::new();
         for (name, backend) in &config.backends {
             let spec =
@@ -244,7 +288,7 @@ impl Gateway {
                     name: name.clone(),
                     source,
                 })?;
-            pools.insert(name, Arc::new(Pool::new(spec)));
+            pools.insert(name, Arc::new(Pool::new(spec, metrics.clone())));
         }
         let mut routes = HashMap::new();
         let needs_client = config
@@ -282,6 +326,7 @@ impl Gateway {
                     request_timeout: backend.request_timeout,
                     tool_headers: Default::default(),
                     auth,
+                    metrics: metrics.clone(),
                 }),
             );
         }
@@ -299,7 +344,7 @@ impl Gateway {
             .instance_id
             .clone()
             .unwrap_or_else(crate::mrtr::state::random_id);
-        let bridge = Bridge::new(config.mrtr.clone(), keys, instance);
+        let bridge = Bridge::new(config.mrtr.clone(), keys, instance, metrics.clone());
         let listen_is_loopback = config.server.listen.ip().is_loopback();
         Ok(Arc::new(Self {
             routes,
@@ -314,6 +359,7 @@ impl Gateway {
             keep_alive: config.server.sse_keep_alive,
             progress_tokens: AtomicU64::new(1),
             bridge,
+            metrics,
             draining: std::sync::atomic::AtomicBool::new(false),
         }))
     }
@@ -336,6 +382,40 @@ impl Gateway {
             *response.status_mut() = StatusCode::NOT_FOUND;
             return response;
         };
+        let started = std::time::Instant::now();
+        let path = route.config.path.clone();
+        let response = self.handle_route_answer(route, request).await;
+        let labels = response
+            .extensions()
+            .get::<Labels>()
+            .copied()
+            .unwrap_or(Labels {
+                method: "other",
+                outcome: if response.status().is_client_error() {
+                    "rejected"
+                } else {
+                    "error"
+                },
+            });
+        self.metrics
+            .requests
+            .with_label_values(&[path.as_str(), labels.method, labels.outcome])
+            .inc();
+        self.metrics
+            .duration
+            .with_label_values(&[path.as_str(), labels.method])
+            .observe(started.elapsed().as_secs_f64());
+        if let Some(len) = http_body::Body::size_hint(response.body()).exact() {
+            self.metrics.response_bytes.inc_by(len);
+        }
+        response
+    }
+
+    async fn handle_route_answer(
+        &self,
+        route: Arc<Route>,
+        request: Request<Incoming>,
+    ) -> Response<Body> {
         let metadata_url = route.resource_metadata_url(request.headers());
         match self.handle_route(route, request).await {
             Ok(response) => response,
@@ -403,7 +483,11 @@ impl Gateway {
             )
         })?;
         let body = match collected {
-            Ok(collected) => collected.to_bytes(),
+            Ok(collected) => {
+                let bytes = collected.to_bytes();
+                self.metrics.request_bytes.inc_by(bytes.len() as u64);
+                bytes
+            }
             Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err((None, too_large)),
             Err(e) => {
                 return Err((
@@ -476,9 +560,10 @@ impl Gateway {
                     }
                 };
                 let result = translate::discover_result(&init, &route.config);
-                Ok(json_response(
-                    StatusCode::OK,
-                    &jsonrpc::result_response(id, result),
+                Ok(labeled(
+                    json_response(StatusCode::OK, &jsonrpc::result_response(id, result)),
+                    method,
+                    "ok",
                 ))
             }
             "initialize" => Err(GatewayError::MethodNotFound {
@@ -621,6 +706,7 @@ impl Gateway {
                 )
             }
         };
+        let reply_method = reply.method.clone();
         let mut keep_alive = tokio::time::interval(self.keep_alive);
         keep_alive.reset();
         let first = stream::once(async move { sse_frame(&first) });
@@ -643,20 +729,51 @@ impl Gateway {
             }
         });
         use futures_util::StreamExt;
-        let frames = first
-            .chain(rest)
-            .map(|bytes| Ok::<_, Infallible>(Frame::data(bytes)));
+        let metrics = self.metrics.clone();
+        let frames = first.chain(rest).map(move |bytes| {
+            metrics.response_bytes.inc_by(bytes.len() as u64);
+            Ok::<_, Infallible>(Frame::data(bytes))
+        });
         let mut response = Response::new(StreamBody::new(frames).boxed_unsync());
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        response
+        labeled(response, &reply_method, "stream")
     }
 
     /// Calls held right now, waiting for a retry.
     pub fn held_calls(&self) -> usize {
         self.bridge.held_count()
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    pub fn running_calls(&self) -> usize {
+        self.bridge.running_count()
+    }
+
+    /// Gauges are read from their sources when scraped.
+    pub fn refresh_gauges(&self) {
+        self.metrics.held.set(self.held_calls() as i64);
+        for pool in &self.pools {
+            let stats = pool.stats();
+            let name = pool.backend_name();
+            self.metrics
+                .sessions
+                .with_label_values(&[name, "open"])
+                .set(stats.open as i64);
+            self.metrics
+                .sessions
+                .with_label_values(&[name, "idle"])
+                .set(stats.idle as i64);
+        }
     }
 
     /// Nothing held and nothing running: a draining gateway may stop.
@@ -685,8 +802,12 @@ impl Gateway {
 /// A gateway accepting connections; stopped with [`RunningGateway::shutdown`].
 pub struct RunningGateway {
     local_addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    /// The admin listener and the readiness probes; they end with the gateway.
+    side_tasks: JoinSet<()>,
+    admin_stop: CancellationToken,
     gateway: Arc<Gateway>,
 }
 
@@ -695,15 +816,21 @@ impl RunningGateway {
         self.local_addr
     }
 
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
     pub fn gateway(&self) -> &Arc<Gateway> {
         &self.gateway
     }
 
     /// Stops accepting, lets in-flight requests finish within the drain timeout, then closes
     /// backend sessions.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         self.stop.cancel();
         let _ = self.task.await;
+        self.admin_stop.cancel();
+        while self.side_tasks.join_next().await.is_some() {}
     }
 }
 
@@ -726,10 +853,42 @@ pub async fn start(config: &Config) -> Result<RunningGateway, StartError> {
         config.server.max_connections,
     ));
     tracing::info!(%local_addr, routes = ?config.routes.iter().map(|r| &r.path).collect::<Vec<_>>(), "mrtr-gateway listening");
+    let admin_stop = CancellationToken::new();
+    let mut side_tasks = JoinSet::new();
+    let mut admin_addr = None;
+    if let Some(addr) = config.server.admin_listen {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Bind { addr, source })?;
+        admin_addr = listener.local_addr().ok();
+        side_tasks.spawn(admin::serve(listener, gateway.clone(), admin_stop.clone()));
+        // Readiness needs each backend to have initialized a session once.
+        for pool in gateway.pools().to_vec() {
+            let stop = admin_stop.clone();
+            side_tasks.spawn(async move {
+                loop {
+                    let result = tokio::select! {
+                        _ = stop.cancelled() => return,
+                        result = pool.probe() => result,
+                    };
+                    let Err(e) = result else { return };
+                    tracing::warn!(backend = pool.backend_name(), error = %e, "backend not reachable yet");
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+                    }
+                }
+            });
+        }
+        tracing::info!(admin = ?admin_addr, "admin listener up");
+    }
     Ok(RunningGateway {
         local_addr,
+        admin_addr,
         stop,
         task,
+        side_tasks,
+        admin_stop,
         gateway,
     })
 }

@@ -37,6 +37,7 @@ use self::state::{now_ms, principal_digest, random_id, KeyRing, StatePayload};
 use crate::config::MrtrConfig;
 use crate::error::{GatewayError, StateRejection};
 use crate::jsonrpc::JsonRpcError;
+use crate::metrics::Metrics;
 
 /// How a call ended for the front request that waits on it.
 #[derive(Debug, Clone)]
@@ -70,6 +71,7 @@ struct HeldCall {
     kind: Held,
     binding: CallBinding,
     round: u32,
+    parked: Instant,
     expires: Instant,
 }
 
@@ -131,12 +133,18 @@ pub struct Bridge {
     tasks: TaskTracker,
     sweeper: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     stop: CancellationToken,
+    metrics: Arc<Metrics>,
 }
 
 const EVENT_BUFFER: usize = 64;
 
 impl Bridge {
-    pub fn new(config: MrtrConfig, keys: KeyRing, instance: String) -> Arc<Self> {
+    pub fn new(
+        config: MrtrConfig,
+        keys: KeyRing,
+        instance: String,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
         let keys_file_seen = config
             .keys_file
             .as_ref()
@@ -152,6 +160,7 @@ impl Bridge {
             tasks: TaskTracker::new(),
             sweeper: std::sync::Mutex::new(None),
             stop: CancellationToken::new(),
+            metrics,
         });
         let sweeper = tokio::spawn(sweep(
             Arc::downgrade(&bridge),
@@ -402,6 +411,7 @@ impl Bridge {
                 kind: held,
                 binding,
                 round,
+                parked: Instant::now(),
                 expires: Instant::now() + self.config.held_ttl,
             },
         );
@@ -410,6 +420,23 @@ impl Bridge {
 
     /// Verifies a retry and, if everything holds, resumes its call with the answers.
     pub fn redeem(
+        self: &Arc<Self>,
+        binding: &CallBinding,
+        token: &str,
+        answers: &Map<String, Value>,
+        scope: RequestScope,
+    ) -> Result<Redeemed, GatewayError> {
+        let redeemed = self.redeem_checked(binding, token, answers, scope);
+        let result = match &redeemed {
+            Ok(_) => "ok",
+            Err(GatewayError::BadState { reason }) => reason.as_str(),
+            Err(_) => "invalid_answers",
+        };
+        self.metrics.redemptions.with_label_values(&[result]).inc();
+        redeemed
+    }
+
+    fn redeem_checked(
         self: &Arc<Self>,
         binding: &CallBinding,
         token: &str,
@@ -469,6 +496,9 @@ impl Bridge {
                 let held = self
                     .take_held(&payload.held_id)
                     .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
+                self.metrics
+                    .held_age
+                    .observe(held.parked.elapsed().as_secs_f64());
                 let (mut driver, validated) = match (held.kind, validated) {
                     (Held::Live(driver), Some(validated)) => (*driver, validated),
                     (Held::Reissue { inputs, error, .. }, _) => {

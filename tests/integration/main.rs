@@ -5,6 +5,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod admin;
 mod auth;
 mod cli;
 mod faults;

@@ -1,0 +1,212 @@
+//! Prometheus metrics of one gateway: what happens at the front door, in rounds, at redemption
+//! and in the backend pools. Labels are bounded: configured routes and backends, known method
+//! names, fixed outcome and reason sets; never principals, arguments or ids.
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// The methods that get their own label value; anything else is "other".
+const KNOWN_METHODS: &[&str] = &[
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "completion/complete",
+];
+
+pub fn method_label(method: &str) -> &'static str {
+    KNOWN_METHODS
+        .iter()
+        .find(|m| **m == method)
+        .copied()
+        .unwrap_or("other")
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: IntCounterVec,
+    pub duration: HistogramVec,
+    pub rounds: IntCounterVec,
+    pub input_requests: IntCounterVec,
+    pub held: IntGauge,
+    pub held_age: Histogram,
+    pub redemptions: IntCounterVec,
+    pub sessions: IntGaugeVec,
+    pub session_starts: IntCounterVec,
+    pub pool_wait: HistogramVec,
+    pub request_bytes: IntCounter,
+    pub response_bytes: IntCounter,
+}
+
+fn must<T>(metric: Result<T, prometheus::Error>) -> T {
+    match metric {
+        Ok(metric) => metric,
+        // The definitions below are fixed: a failure is a programming error caught by tests.
+        Err(e) => panic!("invalid metric definition: {e}"),
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let latency = vec![
+            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            30.0, 60.0,
+        ];
+        let requests = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_requests_total",
+                "Front requests by route, method and outcome.",
+            ),
+            &["route", "method", "outcome"],
+        ));
+        let duration = must(HistogramVec::new(
+            HistogramOpts::new(
+                "mrtr_request_duration_seconds",
+                "Time from a front request to its final response.",
+            )
+            .buckets(latency.clone()),
+            &["route", "method"],
+        ));
+        let rounds = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_input_required_rounds_total",
+                "input_required results sent.",
+            ),
+            &["route"],
+        ));
+        let input_requests = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_input_requests_total",
+                "Input requests surfaced, by kind.",
+            ),
+            &["kind"],
+        ));
+        let held = must(IntGauge::new(
+            "mrtr_held_calls",
+            "Calls held, waiting for a retry.",
+        ));
+        let held_age = must(Histogram::with_opts(
+            HistogramOpts::new(
+                "mrtr_held_call_age_seconds",
+                "How long a held call waited for its retry.",
+            )
+            .buckets(vec![
+                0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
+            ]),
+        ));
+        let redemptions = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_redemptions_total",
+                "Retries carrying requestState, by result.",
+            ),
+            &["result"],
+        ));
+        let sessions = must(IntGaugeVec::new(
+            Opts::new("mrtr_backend_sessions", "Backend sessions by state."),
+            &["backend", "state"],
+        ));
+        let session_starts = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_backend_session_starts_total",
+                "Backend sessions started.",
+            ),
+            &["backend", "result"],
+        ));
+        let pool_wait = must(HistogramVec::new(
+            HistogramOpts::new(
+                "mrtr_pool_wait_seconds",
+                "Time a request waited for a backend session.",
+            )
+            .buckets(latency),
+            &["backend"],
+        ));
+        let request_bytes = must(IntCounter::new(
+            "mrtr_http_request_bytes_total",
+            "Bytes of front request bodies.",
+        ));
+        let response_bytes = must(IntCounter::new(
+            "mrtr_http_response_bytes_total",
+            "Bytes of front response bodies.",
+        ));
+        for collector in [
+            Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(duration.clone()),
+            Box::new(rounds.clone()),
+            Box::new(input_requests.clone()),
+            Box::new(held.clone()),
+            Box::new(held_age.clone()),
+            Box::new(redemptions.clone()),
+            Box::new(sessions.clone()),
+            Box::new(session_starts.clone()),
+            Box::new(pool_wait.clone()),
+            Box::new(request_bytes.clone()),
+            Box::new(response_bytes.clone()),
+        ] {
+            must(registry.register(collector));
+        }
+        Self {
+            registry,
+            requests,
+            duration,
+            rounds,
+            input_requests,
+            held,
+            held_age,
+            redemptions,
+            sessions,
+            session_starts,
+            pool_wait,
+            request_bytes,
+            response_bytes,
+        }
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        if TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .is_err()
+        {
+            return String::new();
+        }
+        String::from_utf8(out).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_render_with_their_names() {
+        let metrics = Metrics::new();
+        metrics
+            .requests
+            .with_label_values(&["/mcp", method_label("tools/call"), "ok"])
+            .inc();
+        metrics.redemptions.with_label_values(&["tampered"]).inc();
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "mrtr_requests_total{method=\"tools/call\",outcome=\"ok\",route=\"/mcp\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("mrtr_redemptions_total{result=\"tampered\"} 1"));
+        assert_eq!(method_label("evil/method"), "other");
+    }
+}

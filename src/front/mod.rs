@@ -384,7 +384,16 @@ impl Gateway {
         };
         let started = std::time::Instant::now();
         let path = route.config.path.clone();
-        let response = self.handle_route_answer(route, request).await;
+        let span = tracing::info_span!(
+            "request",
+            route = %path,
+            method = tracing::field::Empty,
+            tool = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+        );
+        let response =
+            tracing::Instrument::instrument(self.handle_route_answer(route, request), span.clone())
+                .await;
         let labels = response
             .extensions()
             .get::<Labels>()
@@ -408,6 +417,14 @@ impl Gateway {
         if let Some(len) = http_body::Body::size_hint(response.body()).exact() {
             self.metrics.response_bytes.inc_by(len);
         }
+        span.record("method", labels.method);
+        span.record("outcome", labels.outcome);
+        tracing::debug!(
+            parent: &span,
+            status = response.status().as_u16(),
+            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            "request answered"
+        );
         response
     }
 
@@ -576,6 +593,7 @@ impl Gateway {
                         .get("name")
                         .and_then(Value::as_str)
                         .unwrap_or_default();
+                    tracing::Span::current().record("tool", name);
                     route
                         .tool_headers
                         .check(name, params.get("arguments"), headers)?;
@@ -670,8 +688,12 @@ impl Gateway {
                 self.progress_tokens.fetch_add(1, Ordering::Relaxed)
             )
         });
-        let backend_params =
-            translate::backend_params(method, params, backend_progress_token.as_deref());
+        let backend_params = translate::backend_params(
+            method,
+            params,
+            backend_progress_token.as_deref(),
+            &meta.trace_headers,
+        );
         // The level is set on the exclusive session before the call starts.
         session
             .apply_log_level(meta.log_level.as_deref(), route.request_timeout)

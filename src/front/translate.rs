@@ -58,21 +58,30 @@ pub fn backend_params(
     method: &str,
     mut params: Map<String, Value>,
     backend_progress_token: Option<&str>,
+    trace_headers: &[(&'static str, String)],
 ) -> Value {
     params.remove("inputResponses");
     params.remove("requestState");
     // A 2026 client's `task` belongs to the tasks extension; to a 2025 server it would ask for a
     // 2025 task, which the gateway does not run.
     params.remove("task");
-    if let Some(Value::Object(mut meta)) = params.remove("_meta") {
-        meta.retain(|key, _| !key.starts_with("io.modelcontextprotocol/"));
-        meta.remove("progressToken");
-        if let Some(token) = backend_progress_token {
-            meta.insert("progressToken".into(), json!(token));
+    let mut meta = match params.remove("_meta") {
+        Some(Value::Object(meta)) => meta,
+        _ => Map::new(),
+    };
+    meta.retain(|key, _| !key.starts_with("io.modelcontextprotocol/"));
+    meta.remove("progressToken");
+    if let Some(token) = backend_progress_token {
+        meta.insert("progressToken".into(), json!(token));
+    }
+    // Trace context in `_meta` wins; the HTTP headers are the fallback.
+    if !meta.contains_key("traceparent") {
+        for (name, value) in trace_headers {
+            meta.insert((*name).into(), json!(value));
         }
-        if !meta.is_empty() {
-            params.insert("_meta".into(), Value::Object(meta));
-        }
+    }
+    if !meta.is_empty() {
+        params.insert("_meta".into(), Value::Object(meta));
     }
     if method == "tools/call" && !params.contains_key("arguments") {
         params.insert("arguments".into(), json!({}));
@@ -220,7 +229,15 @@ mod tests {
         let Value::Object(map) = params else {
             unreachable!()
         };
-        let out = backend_params("tools/call", map, Some("g-1"));
+        let out = backend_params(
+            "tools/call",
+            map,
+            Some("g-1"),
+            &[(
+                "traceparent",
+                "00-ffffffffffffffffffffffffffffffff-ffffffffffffffff-01".into(),
+            )],
+        );
         assert_eq!(
             out,
             json!({
@@ -233,6 +250,31 @@ mod tests {
                     "com.example/custom": 1
                 }
             })
+        );
+    }
+
+    #[test]
+    fn trace_headers_fill_in_missing_trace_context() {
+        let out = backend_params(
+            "tools/list",
+            Map::new(),
+            None,
+            &[
+                (
+                    "traceparent",
+                    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+                ),
+                ("tracestate", "v=1".into()),
+            ],
+        );
+        assert_eq!(
+            out["_meta"]["traceparent"],
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        );
+        assert_eq!(out["_meta"]["tracestate"], "v=1");
+        assert_eq!(
+            backend_params("tools/list", Map::new(), None, &[]),
+            json!({})
         );
     }
 

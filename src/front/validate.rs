@@ -180,6 +180,9 @@ pub struct RequestMeta {
     pub client_capabilities: Value,
     pub log_level: Option<String>,
     pub progress_token: Option<Value>,
+    /// W3C trace context from HTTP headers (`traceparent`, `tracestate`), used when `_meta`
+    /// carries none.
+    pub trace_headers: Vec<(&'static str, String)>,
 }
 
 /// A POST body that passed validation.
@@ -390,11 +393,19 @@ fn validate_meta(
             ))
         }
     };
+    let trace_headers = ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = headers.get(name)?.to_str().ok()?;
+            Some((name, value.to_string()))
+        })
+        .collect();
     Ok(RequestMeta {
         protocol_version: body_version,
         client_capabilities,
         log_level,
         progress_token,
+        trace_headers,
     })
 }
 

@@ -131,3 +131,103 @@ async fn listen_override_cannot_expose_an_unauthenticated_route() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A full flow with the gateway logging at debug: no bearer token, requestState or elicitation
+/// content appears in its output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debug_logs_hold_no_secrets() {
+    use reqwest::header::{HeaderValue, AUTHORIZATION};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.toml");
+    let fixture = crate::support::gateway::fixture_path();
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n[[route]]\npath = \"/mcp\"\nbackend = \"b\"\nauth = {{ mode = \"bearer\", tokens = [{{ principal = \"p\", token = \"tok-SECRET-4711\" }}] }}\n[backend.b]\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\"]\nenv = {{ RUST_LOG = \"error\" }}\n",
+            fixture.display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut gateway = Command::new(BIN)
+        .args([
+            "--config",
+            &config.display().to_string(),
+            "--log-format",
+            "json",
+        ])
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(gateway.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.split("serving ").nth(1) {
+                return rest.split_whitespace().next().map(String::from);
+            }
+        }
+        None
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let log = tokio::spawn(async move {
+        let mut all = String::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+
+    let caps: ClientCapabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
+    let send = |body: serde_json::Value| {
+        let url = url.clone();
+        async move {
+            let mut headers = crate::support::modern_client::standard_headers(&body);
+            headers.insert(
+                AUTHORIZATION,
+                HeaderValue::from_static("Bearer tok-SECRET-4711"),
+            );
+            crate::support::modern_client::post_raw_with_headers(&url, &body, headers).await
+        }
+    };
+    let first = modern_request(1, "tools/call", json!({"name": "ask_name"}), &caps);
+    let round = send(first.clone()).await;
+    let result = round.result().expect("a round").clone();
+    let state = result["requestState"].as_str().unwrap().to_string();
+    let key = result["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let mut retry = first.clone();
+    retry["id"] = json!(2);
+    retry["params"]["inputResponses"] =
+        json!({ key: {"action": "accept", "content": {"name": "Zyxwvut-Private"}} });
+    retry["params"]["requestState"] = json!(state);
+    let done = send(retry).await;
+    assert_eq!(
+        done.result().unwrap()["content"][0]["text"],
+        "Hello, Zyxwvut-Private!"
+    );
+
+    // SAFETY: SIGTERM to the gateway this test started; it drains and exits.
+    unsafe {
+        libc::kill(gateway.id().unwrap() as i32, libc::SIGTERM);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(30), gateway.wait())
+        .await
+        .expect("the gateway exits after SIGTERM")
+        .unwrap();
+    assert!(status.success(), "exit status {status:?}");
+    let output = log.await.unwrap();
+    assert!(output.contains("request"), "debug logs were written");
+    for secret in ["tok-SECRET-4711", state.as_str(), "Zyxwvut-Private"] {
+        assert!(!output.contains(secret), "{secret} leaked into the logs");
+    }
+}

@@ -12,4 +12,5 @@ mod faults;
 mod forwarding;
 mod mrtr;
 mod pool;
+mod soak;
 mod validation;

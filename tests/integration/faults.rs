@@ -298,3 +298,128 @@ async fn a_body_that_never_arrives_gets_408() {
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     h.stop().await;
 }
+
+/// A misbehaving Streamable HTTP backend: garbage, an error status, a stream cut before the
+/// answer, and an answer that never comes. Each caller gets a clear error in bounded time.
+mod misbehaving_http_backend {
+    use std::convert::Infallible;
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+    use http_body_util::{combinators::BoxBody, BodyExt, Full};
+    use hyper::{body::Incoming, Request, Response};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use serde_json::{json, Value};
+
+    use super::{call, Harness, Options};
+    use crate::support::modern_client::post_raw;
+
+    fn reply(
+        status: u16,
+        content_type: &str,
+        body: impl Into<Bytes>,
+    ) -> Response<BoxBody<Bytes, Infallible>> {
+        Response::builder()
+            .status(status)
+            .header("content-type", content_type)
+            .header("mcp-session-id", "fault-session")
+            .body(Full::new(body.into()).boxed())
+            .unwrap()
+    }
+
+    async fn serve(
+        request: Request<Incoming>,
+    ) -> Result<Response<BoxBody<Bytes, Infallible>>, Infallible> {
+        if request.method() != hyper::Method::POST {
+            return Ok(reply(405, "text/plain", ""));
+        }
+        let body = request.into_body().collect().await.unwrap().to_bytes();
+        let message: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let id = message["id"].clone();
+        Ok(match message["method"].as_str() {
+            Some("initialize") => reply(
+                200,
+                "application/json",
+                json!({"jsonrpc": "2.0", "id": id, "result": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "faulty", "version": "0"}
+                }})
+                .to_string(),
+            ),
+            Some("tools/call") => match message["params"]["name"].as_str() {
+                Some("garbage") => reply(200, "application/json", "{{{ not json"),
+                Some("error500") => reply(500, "text/plain", "boom"),
+                // A priming event, then the stream ends: no answer, and no way to resume.
+                Some("cut") => reply(200, "text/event-stream", "id: 1\nretry: 10\ndata: \n\n"),
+                Some("slow") => {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    reply(200, "application/json", "{}")
+                }
+                _ => reply(
+                    200,
+                    "application/json",
+                    json!({"jsonrpc": "2.0", "id": id, "result": {"content": []}}).to_string(),
+                ),
+            },
+            _ => reply(202, "text/plain", ""),
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn callers_get_clear_errors_promptly() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(stream), hyper::service::service_fn(serve))
+                        .await;
+                });
+            }
+        });
+        let h = Harness::start_url(
+            &url,
+            Options {
+                backend: "request_timeout = \"1s\"".into(),
+                ..Options::default()
+            },
+        )
+        .await;
+        for (id, tool, status) in [
+            (1, "garbage", 502),
+            (2, "error500", 502),
+            (3, "cut", 502),
+            (4, "slow", 504),
+        ] {
+            let started = Instant::now();
+            let exchange = tokio::time::timeout(
+                Duration::from_secs(10),
+                post_raw(&h.url, &call(id, tool, json!({}))),
+            )
+            .await
+            .expect("no hang");
+            assert_eq!(exchange.status, status, "{tool}: {}", exchange.body);
+            assert_eq!(
+                exchange.error_code(),
+                Some(-32603),
+                "{tool}: {}",
+                exchange.body
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{tool} took {:?}",
+                started.elapsed()
+            );
+        }
+        // The backend still works for well-formed calls.
+        let fine = post_raw(&h.url, &call(5, "fine", json!({}))).await;
+        assert_eq!(fine.result_type(), Some("complete"), "{}", fine.body);
+        h.stop().await;
+        server.abort();
+    }
+}

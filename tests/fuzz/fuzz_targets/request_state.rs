@@ -1,0 +1,26 @@
+//! Opening a hostile `requestState`: any string is rejected or opened, never a crash; and a
+//! token sealed here always opens to what was sealed.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use mrtr_gateway::mrtr::state::{KeyRing, StatePayload};
+
+const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(ring) = KeyRing::from_base64(&[KEY]) else {
+        return;
+    };
+    let _ = ring.open(&String::from_utf8_lossy(data));
+    let payload = StatePayload {
+        held_id: String::from_utf8_lossy(data).into_owned(),
+        owner: "fuzz".into(),
+        route: "/mcp".into(),
+        principal: "p".into(),
+        method: "tools/call".into(),
+        params_digest: "d".into(),
+        round: data.len() as u32,
+        expires_ms: 1,
+    };
+    assert_eq!(ring.open(&ring.seal(&payload)), Ok(payload));
+});

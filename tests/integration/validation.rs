@@ -378,3 +378,39 @@ async fn session_headers_are_ignored_and_never_minted() {
     assert_eq!(exchange.result_type(), Some("complete"));
     h.stop().await;
 }
+
+#[tokio::test]
+async fn oversized_bodies_huge_numbers_and_duplicate_keys() {
+    let h = Harness::start(Backend::Stdio).await;
+    // 10 MB is over the default 4 MiB limit: refused before it is read.
+    let mut big = list_tools(json!(1));
+    big["params"]["padding"] = json!("x".repeat(10 * 1024 * 1024));
+    let exchange = post_raw(&h.url, &big).await;
+    assert_eq!(exchange.status, 413);
+
+    let headers = standard_headers(&list_tools(json!(1)));
+    // A number beyond f64 is not valid JSON for the parser: -32700, no crash.
+    let huge_id = br#"{"jsonrpc":"2.0","id":1e400,"method":"tools/list","params":{}}"#.to_vec();
+    let exchange = send_raw(Method::POST, &h.url, headers.clone(), huge_id).await;
+    assert_error(&exchange, 400, -32700, None);
+    // A big integer id that fits no i64/u64 is not a valid id.
+    let mut wide = list_tools(json!(1));
+    wide["id"] = json!(1.0e30);
+    assert_error(&post_raw(&h.url, &wide).await, 400, -32600, None);
+    // Duplicate keys: the last one wins, as serde_json reads them, and the request is judged
+    // on that.
+    let duplicate = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"prompts/list","method":"tools/list","params":{}}}"#,
+        serde_json::to_string(&list_tools(json!(7))["params"]).unwrap()
+    );
+    let exchange = send_raw(
+        Method::POST,
+        &h.url,
+        headers.clone(),
+        duplicate.into_bytes(),
+    )
+    .await;
+    assert_eq!(exchange.status, 200, "{}", exchange.body);
+    assert!(exchange.result().unwrap()["tools"].is_array());
+    h.stop().await;
+}

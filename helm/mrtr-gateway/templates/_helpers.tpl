@@ -135,25 +135,38 @@ then the others in order, leaving out those in .skip.
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be greater than preStopSleepSeconds + drainTimeoutSeconds (%d)" $grace $needed) }}
 {{- end }}
 {{- $backends := .Values.config.backend | default dict }}
-{{- $server := .Values.config.server | default dict }}
 {{- range $i, $route := .Values.config.route }}
 {{- if not (hasKey $backends $route.backend) }}
 {{- fail (printf "config.route[%d].backend: no config.backend.%s is defined" $i $route.backend) }}
 {{- end }}
-{{- $mode := "none" }}
-{{- if $route.auth }}
-{{- $mode = $route.auth.mode }}
-{{- end }}
-{{- if and (eq $mode "none") (not $server.allow_unauthenticated) }}
-{{- fail (printf "config.route[%d].auth: mode \"none\" on the pod's 0.0.0.0 listener needs config.server.allow_unauthenticated: true" $i) }}
+{{- if not (and $route.auth $route.auth.mode) }}
+{{- fail (printf "config.route[%d].auth: required (mode none, bearer or jwt)" $i) }}
 {{- end }}
 {{- end }}
 {{- end }}
 
-{{/* The gateway's configuration file. */}}
+{{/* "true" when some route is declared without authentication. */}}
+{{- define "mrtr-gateway.unauthenticated" -}}
+{{- range .Values.config.route }}
+{{- if eq .auth.mode "none" }}true{{ end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The gateway's configuration file. Backends that no route names are left out (so that replacing
+config.route also retires the default demo backend), and server.allow_unauthenticated is set
+exactly when a route declares auth mode none.
+*/}}
 {{- define "mrtr-gateway.configToml" -}}
 {{- $config := .Values.config }}
-{{- $server := merge (dict "listen" (printf "0.0.0.0:%d" (int .Values.ports.mcp)) "admin_listen" (printf "0.0.0.0:%d" (int .Values.ports.admin)) "drain_timeout" (printf "%ds" (int .Values.drainTimeoutSeconds))) (deepCopy ($config.server | default dict)) -}}
+{{- $server := merge (dict "listen" (printf "0.0.0.0:%d" (int .Values.ports.mcp)) "admin_listen" (printf "0.0.0.0:%d" (int .Values.ports.admin)) "drain_timeout" (printf "%ds" (int .Values.drainTimeoutSeconds))) (deepCopy ($config.server | default dict)) }}
+{{- if include "mrtr-gateway.unauthenticated" . }}
+{{- $_ := set $server "allow_unauthenticated" true }}
+{{- end }}
+{{- $used := list }}
+{{- range $config.route }}
+{{- $used = append $used .backend }}
+{{- end -}}
 # Rendered by the mrtr-gateway Helm chart from the release's values (config, ports,
 # drainTimeoutSeconds, keyRing).
 [server]
@@ -164,6 +177,7 @@ then the others in order, leaving out those in .skip.
 {{- include "mrtr-gateway.tomlBody" (dict "table" $route "first" (list "path" "backend")) }}
 {{- end }}
 {{- range $name := keys $config.backend | sortAlpha }}
+{{- if has $name $used }}
 {{- $backend := index $config.backend $name }}
 
 [backend.{{ include "mrtr-gateway.tomlKey" $name }}]
@@ -172,6 +186,7 @@ then the others in order, leaving out those in .skip.
 
 [backend.{{ include "mrtr-gateway.tomlKey" $name }}.pool]
 {{- include "mrtr-gateway.tomlBody" (dict "table" $backend.pool) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- $mrtr := deepCopy ($config.mrtr | default dict) }}

@@ -28,7 +28,7 @@ pub const ANONYMOUS: &str = "anonymous";
 /// Longest clock skew accepted between the gateway and token issuers.
 pub const MAX_LEEWAY: Duration = Duration::from_secs(300);
 const JWKS_MAX_BYTES: usize = 1024 * 1024;
-/// Fastest re-fetch of a JWKS when a token names an unknown key.
+/// Fastest re-fetch of a JWKS when a token names an unknown key (or `jwks_refresh`, if shorter).
 const JWKS_MIN_REFRESH: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -290,7 +290,7 @@ impl JwtVerifier {
         };
         let _guard = self.fetching.lock().await;
         let age = self.current().fetched.elapsed();
-        if age < JWKS_MIN_REFRESH || (!force && age < self.refresh) {
+        if age < self.refresh.min(JWKS_MIN_REFRESH) || (!force && age < self.refresh) {
             return;
         }
         match fetch_jwks(client, url)

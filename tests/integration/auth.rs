@@ -1,6 +1,8 @@
 //! Client authentication: 401 with a resource metadata challenge, the metadata document, and
 //! the principal binding sessions and `requestState`.
 
+use std::time::Duration;
+
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use rmcp::model::ClientCapabilities;
 use serde_json::{json, Value};
@@ -125,4 +127,112 @@ async fn the_principal_binds_sessions_and_request_state() {
         .count();
     assert_eq!(sessions, 2, "one backend session per principal");
     h.stop().await;
+}
+
+/// JWT bearer tokens checked against a JWKS fetched over HTTP; a key published later is picked
+/// up when a token names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_tokens_are_checked_against_a_fetched_jwks() {
+    use std::sync::{Arc, Mutex};
+
+    use base64::Engine;
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+
+    // RFC 8032 test 1.
+    let unhex = |s: &str| -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    };
+    let mut der = unhex("302e020100300506032b657004220420");
+    der.extend(unhex(
+        "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+    ));
+    let pem = format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        base64::engine::general_purpose::STANDARD.encode(der)
+    );
+    let signing = EncodingKey::from_ed_pem(pem.as_bytes()).unwrap();
+    let public = mrtr_gateway::auth::b64url(&unhex(
+        "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+    ));
+    // The JWKS first publishes the key as "old"; later also as "new".
+    let kids = Arc::new(Mutex::new(vec!["old".to_string()]));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    let served = kids.clone();
+    let server = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (served, public) = (served.clone(), public.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_request| {
+                    let keys: Vec<Value> = served
+                        .lock()
+                        .unwrap()
+                        .iter()
+                        .map(|kid| json!({"kty": "OKP", "crv": "Ed25519", "kid": kid, "x": public}))
+                        .collect();
+                    let body = json!({"keys": keys}).to_string();
+                    async move {
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                            Bytes::from(body),
+                        )))
+                    }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    let h = Harness::start_with(
+        Backend::Stdio,
+        Options {
+            route: format!(
+                "auth = {{ mode = \"jwt\", issuer = \"https://issuer.example\", audience = \"https://gw.example/mcp\", jwks_url = {jwks_url:?}, jwks_refresh = \"200ms\" }}"
+            ),
+            ..Options::default()
+        },
+    )
+    .await;
+    let now = jsonwebtoken::get_current_timestamp();
+    let token = |kid: &str, sub: &str| {
+        let mut header = Header::new(Algorithm::EdDSA);
+        header.kid = Some(kid.into());
+        let claims = json!({"iss": "https://issuer.example", "aud": "https://gw.example/mcp", "sub": sub, "exp": now + 300});
+        jsonwebtoken::encode(&header, &claims, &signing).unwrap()
+    };
+    let body = modern_request(1, "tools/list", json!({}), &caps());
+    assert_eq!(
+        post_as(&h.url, Some(&token("old", "alice")), &body)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        post_as(&h.url, Some(&token("new", "alice")), &body)
+            .await
+            .status,
+        401,
+        "unknown key"
+    );
+
+    // The issuer publishes "new"; a token naming it makes the gateway fetch again (no more
+    // often than jwks_refresh, here 200 ms).
+    kids.lock().unwrap().push("new".into());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let exchange = post_as(&h.url, Some(&token("new", "bob")), &body).await;
+    assert_eq!(exchange.status, 200, "{}", exchange.body);
+    let mut tampered = token("old", "alice");
+    tampered.push('x');
+    assert_eq!(post_as(&h.url, Some(&tampered), &body).await.status, 401);
+    h.stop().await;
+    server.abort();
 }

@@ -83,7 +83,11 @@ TOML); lists become arrays and maps inline tables.
 {{- if kindIs "map" . }}
 {{- $map := . }}
 {{- $parts := list }}
-{{- range $key := keys $map | sortAlpha }}
+{{- $order := keys $map | sortAlpha }}
+{{- if has "mode" $order }}
+{{- $order = prepend (without $order "mode") "mode" }}
+{{- end }}
+{{- range $key := $order }}
 {{- $parts = append $parts (printf "%s = %s" (include "mrtr-gateway.tomlKey" $key) (include "mrtr-gateway.tomlValue" (index $map $key))) }}
 {{- end }}
 {{- if $parts }}{ {{ join ", " $parts }} }{{ else }}{}{{ end }}

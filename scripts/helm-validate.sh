@@ -52,6 +52,7 @@ bin="${MRTR_GATEWAY_BIN:-target/release/mrtr-gateway}"
 "$venv/bin/python" - "$update" "$tmp" "$bin" <<'PY'
 import base64
 import copy
+import difflib
 import json
 import os
 import re
@@ -251,6 +252,9 @@ for name, overrides, path in cases:
     elif not target.exists():
         fail(f"{target} is missing: run scripts/helm-validate.sh --update")
     elif normalize(target.read_text()) != text:
+        diff = difflib.unified_diff(normalize(target.read_text()).splitlines(), text.splitlines(),
+                                    str(target), "rendering", lineterm="", n=1)
+        print("\n".join(list(diff)[:40]))
         fail(f"{target} differs from the chart's rendering: run scripts/helm-validate.sh --update")
     else:
         ok(f"{target} equals the chart's rendering")

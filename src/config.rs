@@ -1,8 +1,9 @@
 //! Configuration: the TOML file format, its defaults, validation with errors that name the key,
 //! and the embedded default (the built-in demo backend behind `127.0.0.1:8080/mcp`).
 //!
-//! Secrets never need to live in the file: any string value of `headers` or `env` may contain
-//! `${NAME}`, replaced by the environment variable `NAME` when the configuration is loaded.
+//! Secrets never need to live in the file: values of backend `headers` and `env`, `mrtr.keys`
+//! and bearer tokens may contain `${NAME}`, replaced by the environment variable `NAME` when the
+//! configuration is loaded.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -1,4 +1,4 @@
-//! Command line: `serve` (the default), `check-config`, `demo-backend`.
+//! Command line: `serve` (the default), `check-config`, `keygen`, `demo-backend`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -334,20 +334,26 @@ impl PoolInner {
         }
         match Session::connect(&self.spec, profile.clone(), Some(permit)).await {
             Ok(session) => {
-                self.record_start(true);
-                let mut backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
-                backoff.failures = 0;
-                backoff.until = None;
-                drop(backoff);
-                if let Ok(mut cache) = self.init_cache.write() {
-                    *cache = Some(session.init_result());
-                }
+                self.started(&session);
                 Ok(session)
             }
             Err(e) => {
                 self.record_failure(&e);
                 Err(GatewayError::BackendUnavailable(e.to_string()))
             }
+        }
+    }
+
+    /// A session started: the backoff resets and its `InitializeResult` becomes the one
+    /// `server/discover` and result stamping use.
+    fn started(&self, session: &Session) {
+        self.record_start(true);
+        let mut backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        backoff.failures = 0;
+        backoff.until = None;
+        drop(backoff);
+        if let Ok(mut cache) = self.init_cache.write() {
+            *cache = Some(session.init_result());
         }
     }
 
@@ -464,7 +470,7 @@ async fn maintain(inner: Arc<PoolInner>) {
             };
             match started {
                 Ok(session) => {
-                    inner.record_start(true);
+                    inner.started(&session);
                     inner.give_back(key, session);
                 }
                 Err(e) => {

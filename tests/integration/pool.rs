@@ -136,6 +136,22 @@ async fn warm_profiles_are_started_with_the_gateway() {
         initialized.contains(&json!({"elicitation": {"form": {}}})),
         "{initialized:?}"
     );
+    // Warm spares make the backend known: discover needs no new session.
+    let discover = post_raw(
+        &h.url,
+        &modern_request(
+            9,
+            "server/discover",
+            json!({}),
+            &ClientCapabilities::default(),
+        ),
+    )
+    .await;
+    assert_eq!(
+        discover.result().unwrap()["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "legacy-backend"
+    );
+    assert_eq!(pool(&h).open, 2);
     // A call with a warm profile uses the spare: no new session.
     let call = post_raw(&h.url, &echo(1, json!({"elicitation": {}}))).await;
     assert_eq!(call.result_type(), Some("complete"));

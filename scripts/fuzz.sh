@@ -29,6 +29,7 @@ for target in front_request request_state answers; do
       -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -print_final_stats=1 \
       >"$work/$target.log" 2>&1; then
     echo "fuzz: $target FAILED" >&2
+    grep -E 'panicked|ERROR|SUMMARY|assertion' "$work/$target.log" | head -n 20 >&2 || true
     tail -n 40 "$work/$target.log" >&2
     status=1
   else

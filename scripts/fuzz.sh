@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-60}
+# A fixed seed by default, so a CI run explores the same way each time; FUZZ_SEED=0 lets
+# libFuzzer pick one.
+SEED=${FUZZ_SEED:-1}
 CARGO_FUZZ_VERSION=0.13.2
 export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
 
@@ -26,7 +29,7 @@ for target in front_request request_state answers; do
   # New inputs go to the scratch corpus; the committed seeds are read only.
   if ! cargo +nightly fuzz run --fuzz-dir tests/fuzz "$target" \
       "$work/$target" "tests/fuzz/corpus/$target" -- \
-      -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -print_final_stats=1 \
+      -max_total_time="$SECONDS_PER_TARGET" -seed="$SEED" -rss_limit_mb=2048 -print_final_stats=1 \
       >"$work/$target.log" 2>&1; then
     echo "fuzz: $target FAILED" >&2
     grep -E 'panicked|ERROR|SUMMARY|assertion' "$work/$target.log" | head -n 20 >&2 || true

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::support::gateway::{Backend, Harness, Options};
 use crate::support::modern_client::{
-    modern_request, post_raw_with_headers, standard_headers, RawExchange,
+    answer_only_input, modern_request, post_raw_with_headers, standard_headers, RawExchange,
 };
 
 fn caps() -> ClientCapabilities {
@@ -89,18 +89,12 @@ async fn the_principal_binds_sessions_and_request_state() {
     let round = post_as(&h.url, Some("alice-secret"), &first).await;
     let result = round.result().expect("a round").clone();
     assert_eq!(result["resultType"], "input_required");
-    let key = result["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    let mut retry = first.clone();
-    retry["id"] = json!(2);
-    retry["params"]["inputResponses"] =
-        json!({ key: {"action": "accept", "content": {"name": "Bob"}} });
-    retry["params"]["requestState"] = result["requestState"].clone();
+    let retry = answer_only_input(
+        &first,
+        json!(2),
+        &result,
+        json!({"action": "accept", "content": {"name": "Bob"}}),
+    );
 
     let stolen = post_as(&h.url, Some("bob-secret"), &retry).await;
     assert_eq!(stolen.status, 400, "{}", stolen.body);

@@ -9,7 +9,7 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use crate::support::modern_client::{modern_request, post_raw};
+use crate::support::modern_client::{answer_only_input, modern_request, post_raw};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
 
@@ -198,18 +198,12 @@ async fn debug_logs_hold_no_secrets() {
     let round = send(first.clone()).await;
     let result = round.result().expect("a round").clone();
     let state = result["requestState"].as_str().unwrap().to_string();
-    let key = result["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    let mut retry = first.clone();
-    retry["id"] = json!(2);
-    retry["params"]["inputResponses"] =
-        json!({ key: {"action": "accept", "content": {"name": "Zyxwvut-Private"}} });
-    retry["params"]["requestState"] = json!(state);
+    let retry = answer_only_input(
+        &first,
+        json!(2),
+        &result,
+        json!({"action": "accept", "content": {"name": "Zyxwvut-Private"}}),
+    );
     let done = send(retry).await;
     assert_eq!(
         done.result().unwrap()["content"][0]["text"],

@@ -7,7 +7,7 @@ use rmcp::model::ClientCapabilities;
 use serde_json::{json, Value};
 
 use crate::support::gateway::{Backend, Harness, HttpBackend, Options};
-use crate::support::modern_client::{modern_request, post_raw, RawExchange};
+use crate::support::modern_client::{answer_only_input, modern_request, post_raw, RawExchange};
 
 fn caps() -> ClientCapabilities {
     ClientCapabilities::default()
@@ -213,18 +213,12 @@ async fn shutdown_serves_retries_of_held_calls_then_stops() {
     let refused = post_raw(&h.url, &call(2, "echo", json!({"text": "late"}))).await;
     assert_eq!(refused.status, 503, "{}", refused.body);
 
-    let key = result["inputRequests"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .next()
-        .unwrap()
-        .clone();
-    let mut retry = first.clone();
-    retry["id"] = json!(3);
-    retry["params"]["inputResponses"] =
-        json!({ key: {"action": "accept", "content": {"name": "Last"}} });
-    retry["params"]["requestState"] = result["requestState"].clone();
+    let retry = answer_only_input(
+        &first,
+        json!(3),
+        &result,
+        json!({"action": "accept", "content": {"name": "Last"}}),
+    );
     let done = post_raw(&h.url, &retry).await;
     assert_eq!(text_of(&done), "Hello, Last!");
 

@@ -18,22 +18,6 @@ use crate::support::modern_client::{
     connect_modern, jsonrpc_error, modern_request, post_raw, ModernClient, TestClientHandler,
 };
 
-macro_rules! over_both_transports {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            use crate::support::gateway::Backend;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn stdio() {
-                super::$name(Backend::Stdio).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn http() {
-                super::$name(Backend::Http).await
-            }
-        }
-    )*};
-}
-
 over_both_transports!(
     discover_and_lists,
     tool_content_kinds,

@@ -3,6 +3,7 @@
 //! Streamable HTTP.
 
 #[path = "../support/mod.rs"]
+#[macro_use]
 mod support;
 
 mod admin;

@@ -12,24 +12,9 @@ use serde_json::{json, Map, Value};
 
 use crate::support::gateway::{Backend, Harness, Options, TEST_STATE_KEY};
 use crate::support::modern_client::{
-    connect_modern, modern_request, post_raw, ModernClient, RawExchange, TestClientHandler,
+    connect_modern, modern_request, post_raw, retry_of, ModernClient, RawExchange,
+    TestClientHandler,
 };
-
-macro_rules! over_both_transports {
-    ($($name:ident),* $(,)?) => {$(
-        mod $name {
-            use crate::support::gateway::Backend;
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn stdio() {
-                super::$name(Backend::Stdio).await
-            }
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn http() {
-                super::$name(Backend::Http).await
-            }
-        }
-    )*};
-}
 
 over_both_transports!(
     elicitation_sampling_and_roots_through_a_real_client,
@@ -59,14 +44,6 @@ fn tool_call(id: Value, name: &str, arguments: Value, capabilities: &Value) -> V
         json!({"name": name, "arguments": arguments}),
         &caps(capabilities.clone()),
     )
-}
-
-fn retry_of(first: &Value, id: Value, responses: Value, state: &str) -> Value {
-    let mut retry = first.clone();
-    retry["id"] = id;
-    retry["params"]["inputResponses"] = responses;
-    retry["params"]["requestState"] = json!(state);
-    retry
 }
 
 struct Round {

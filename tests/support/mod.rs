@@ -2,3 +2,20 @@
 
 pub mod gateway;
 pub mod modern_client;
+
+/// Runs a test function `async fn NAME(kind: Backend)` once per backend transport.
+macro_rules! over_both_transports {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            use crate::support::gateway::Backend;
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn stdio() {
+                super::$name(Backend::Stdio).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn http() {
+                super::$name(Backend::Http).await
+            }
+        }
+    )*};
+}

@@ -620,3 +620,23 @@ fn sse_data(body: &str) -> Vec<String> {
     }
     events
 }
+
+/// The retry of `first`: a new id, `inputResponses` and the echoed `requestState`.
+pub fn retry_of(first: &Value, id: Value, responses: Value, state: &str) -> Value {
+    let mut retry = first.clone();
+    retry["id"] = id;
+    retry["params"]["inputResponses"] = responses;
+    retry["params"]["requestState"] = json!(state);
+    retry
+}
+
+/// The retry of `first` answering the only input request of `round` (an `input_required` result)
+/// with `answer`.
+pub fn answer_only_input(first: &Value, id: Value, round: &Value, answer: Value) -> Value {
+    let key = round["inputRequests"]
+        .as_object()
+        .and_then(|requests| requests.keys().next().cloned())
+        .expect("one input request");
+    let state = round["requestState"].as_str().expect("requestState");
+    retry_of(first, id, json!({ key: answer }), state)
+}

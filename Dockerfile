@@ -26,7 +26,7 @@ COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked \
+    cargo build --release --locked --features otlp \
  && install -D -m 0755 target/release/mrtr-gateway /out/mrtr-gateway
 # The image's default configuration, checked by the binary it ships with.
 RUN printf '%s\n' \

@@ -5,7 +5,7 @@
 //! round-trip bridge: held calls, `requestState`) → [`backend`] (2025-11-25 client over stdio or
 //! Streamable HTTP). [`config`] holds the file format, [`error`] the one
 //! mapping of failures onto JSON-RPC codes and HTTP statuses, [`jsonrpc`] the message shapes, and
-//! [`demo`] the built-in demo legacy server.
+//! [`demo`] the built-in demo legacy server, [`telemetry`] logs and trace export.
 
 pub mod auth;
 pub mod backend;
@@ -16,5 +16,6 @@ pub mod front;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod mrtr;
+pub mod telemetry;
 
 pub use front::{start, Gateway, RunningGateway, StartError};

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use mrtr_gateway::config::Config;
-use tracing_subscriber::EnvFilter;
+use mrtr_gateway::telemetry::{self, LogFormat};
 
 #[derive(Parser)]
 #[command(
@@ -28,12 +28,6 @@ struct Cli {
     command: Option<Command>,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
 #[derive(Subcommand)]
 enum Command {
     /// Run the gateway (default).
@@ -47,19 +41,6 @@ enum Command {
     DemoBackend,
     /// Print a new random `requestState` key (base64, 32 bytes) for `[mrtr] keys`.
     Keygen,
-}
-
-fn init_tracing(format: LogFormat, default_level: &str) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
 }
 
 async fn shutdown_signal() {
@@ -150,7 +131,7 @@ fn main() -> ExitCode {
         Some(Command::DemoBackend) => "warn",
         _ => "info",
     };
-    init_tracing(cli.log_format, default_level);
+    let telemetry = telemetry::init(cli.log_format, default_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -162,7 +143,16 @@ fn main() -> ExitCode {
         }
     };
     match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => runtime.block_on(serve(cli.config, cli.listen)),
+        Command::Serve => {
+            if telemetry.exporting() {
+                tracing::info!("request spans are exported over OTLP");
+            }
+            let code = runtime.block_on(serve(cli.config, cli.listen));
+            // After the runtime: the exporter's blocking HTTP client must not run inside it.
+            drop(runtime);
+            telemetry.shutdown();
+            code
+        }
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => {
                 println!(

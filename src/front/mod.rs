@@ -528,6 +528,7 @@ impl Gateway {
                 params,
                 meta,
             } => {
+                crate::telemetry::join_caller_trace(&params, &meta.trace_headers);
                 let result = self
                     .dispatch(
                         &route,

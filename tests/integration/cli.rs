@@ -1,42 +1,19 @@
 //! The binary as a user runs it: the embedded default (demo backend, no configuration) and
 //! `check-config`.
 
-use std::process::Stdio;
-use std::time::Duration;
-
 use rmcp::model::ClientCapabilities;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
+use crate::support::gateway::GatewayProcess;
 use crate::support::modern_client::{answer_only_input, modern_request, post_raw};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_serves_the_demo_backend_with_mrtr() {
-    let mut gateway = Command::new(BIN)
-        .args(["--listen", "127.0.0.1:0"])
-        .env_remove("MRTR_GATEWAY_CONFIG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("gateway starts");
-    let mut lines = BufReader::new(gateway.stderr.take().expect("stderr")).lines();
-    let url = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.split("serving ").nth(1) {
-                return rest.split_whitespace().next().map(String::from);
-            }
-        }
-        None
-    })
-    .await
-    .expect("the gateway says where it serves")
-    .expect("a serving line");
-    // Keep draining stderr so the gateway never blocks on it.
-    let drain = tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let gateway = GatewayProcess::start(&["--listen", "127.0.0.1:0"], &[]).await;
+    let url = gateway.url.clone();
 
     let caps: ClientCapabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
     let discover = post_raw(
@@ -63,9 +40,7 @@ async fn the_default_serves_the_demo_backend_with_mrtr() {
     retry["params"]["requestState"] = result["requestState"].clone();
     let done = post_raw(&url, &retry).await;
     assert_eq!(done.result().unwrap()["content"][0]["text"], "Hello, Ada!");
-
-    let _ = gateway.kill().await;
-    drain.abort();
+    gateway.stop().await;
 }
 
 #[tokio::test]
@@ -148,39 +123,13 @@ async fn debug_logs_hold_no_secrets() {
         ),
     )
     .unwrap();
-    let mut gateway = Command::new(BIN)
-        .args([
-            "--config",
-            &config.display().to_string(),
-            "--log-format",
-            "json",
-        ])
-        .env("RUST_LOG", "debug")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(gateway.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(20), async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.split("serving ").nth(1) {
-                return rest.split_whitespace().next().map(String::from);
-            }
-        }
-        None
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    let log = tokio::spawn(async move {
-        let mut all = String::new();
-        while let Ok(Some(line)) = lines.next_line().await {
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
+    let config = config.display().to_string();
+    let gateway = GatewayProcess::start(
+        &["--config", &config, "--log-format", "json"],
+        &[("RUST_LOG", "debug")],
+    )
+    .await;
+    let url = gateway.url.clone();
 
     let caps: ClientCapabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
     let send = |body: serde_json::Value| {
@@ -210,16 +159,11 @@ async fn debug_logs_hold_no_secrets() {
         "Hello, Zyxwvut-Private!"
     );
 
-    // SAFETY: SIGTERM to the gateway this test started; it drains and exits.
-    unsafe {
-        libc::kill(gateway.id().unwrap() as i32, libc::SIGTERM);
-    }
-    let status = tokio::time::timeout(Duration::from_secs(30), gateway.wait())
-        .await
-        .expect("the gateway exits after SIGTERM")
-        .unwrap();
-    assert!(status.success(), "exit status {status:?}");
-    let output = log.await.unwrap();
+    let (status, output) = gateway.stop().await;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the gateway exits cleanly after SIGTERM: {status:?}"
+    );
     assert!(output.contains("request"), "debug logs were written");
     for secret in ["tok-SECRET-4711", state.as_str(), "Zyxwvut-Private"] {
         assert!(!output.contains(secret), "{secret} leaked into the logs");

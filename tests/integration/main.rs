@@ -14,4 +14,5 @@ mod forwarding;
 mod mrtr;
 mod pool;
 mod soak;
+mod telemetry;
 mod validation;

@@ -259,3 +259,76 @@ impl Harness {
         }
     }
 }
+
+/// The gateway binary run as a user runs it, stopped on drop (`kill_on_drop`). Its stderr is
+/// read to the end in the background so the process never blocks on a full pipe.
+pub struct GatewayProcess {
+    pub child: Child,
+    /// `http://ADDR/PATH` of the first route, from the `serving` line.
+    pub url: String,
+    log: tokio::task::JoinHandle<String>,
+}
+
+impl GatewayProcess {
+    /// Starts `mrtr-gateway ARGS` with extra environment and waits (20 s at most) for its
+    /// `serving` line.
+    pub async fn start(args: &[&str], env: &[(&str, &str)]) -> GatewayProcess {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mrtr-gateway"));
+        command
+            .args(args)
+            .env_remove("MRTR_GATEWAY_CONFIG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().expect("gateway starts");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        let mut seen = String::new();
+        let url = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                seen.push_str(&line);
+                seen.push('\n');
+                if let Some(rest) = line.split("serving ").nth(1) {
+                    return rest.split_whitespace().next().map(String::from);
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| panic!("the gateway says where it serves; it said:\n{seen}"));
+        let log = tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                seen.push_str(&line);
+                seen.push('\n');
+            }
+            seen
+        });
+        GatewayProcess { child, url, log }
+    }
+
+    /// Stops the process with SIGTERM (a clean drain), waits for it (30 s at most, then kills
+    /// it) and returns its exit status (`None` when it had to be killed) and all of its stderr.
+    pub async fn stop(mut self) -> (Option<std::process::ExitStatus>, String) {
+        if let Some(pid) = self.child.id() {
+            // SAFETY: signalling our own child by its PID.
+            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        }
+        let status = match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
+            Ok(status) => status.ok(),
+            Err(_) => {
+                let _ = self.child.kill().await;
+                None
+            }
+        };
+        let log = tokio::time::timeout(Duration::from_secs(5), &mut self.log)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        (status, log)
+    }
+}

@@ -1,0 +1,180 @@
+//! Logs and traces: the tracing subscriber (text or JSON on stderr, `RUST_LOG` filter) and, in
+//! builds with the cargo feature `otlp`, the OpenTelemetry exporter that sends each request's
+//! span over OTLP/HTTP to the collector named by the standard `OTEL_EXPORTER_OTLP_*` variables.
+//!
+//! The request span joins the caller's W3C trace (`traceparent` from `_meta`, else from the HTTP
+//! headers), so the gateway appears as one hop in the client's trace.
+
+use serde_json::{Map, Value};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+/// Environment variables that turn the OTLP exporter on (the OpenTelemetry specification's names).
+pub const OTLP_ENDPOINT_VARS: &[&str] = &[
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+];
+
+/// Log line format on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Keeps the exporter alive; [`Telemetry::shutdown`] sends what is still buffered.
+#[must_use = "dropping the guard without shutdown may lose the last spans"]
+pub struct Telemetry {
+    #[cfg(feature = "otlp")]
+    provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Whether spans are exported.
+    pub fn exporting(&self) -> bool {
+        #[cfg(feature = "otlp")]
+        {
+            self.provider.is_some()
+        }
+        #[cfg(not(feature = "otlp"))]
+        {
+            false
+        }
+    }
+
+    /// Flushes and stops the exporter. Call outside the async runtime: the OTLP HTTP client is a
+    /// blocking one that runs on the exporter's own thread.
+    pub fn shutdown(self) {
+        #[cfg(feature = "otlp")]
+        if let Some(provider) = self.provider {
+            if let Err(e) = provider.shutdown() {
+                eprintln!("mrtr-gateway: OTLP exporter shutdown: {e}");
+            }
+        }
+    }
+}
+
+fn otlp_requested() -> bool {
+    OTLP_ENDPOINT_VARS
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+}
+
+/// Installs the global subscriber. Must run before the async runtime starts (see
+/// [`Telemetry::shutdown`]).
+pub fn init(format: LogFormat, default_level: &str) -> Telemetry {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    let fmt = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(filter).with(fmt);
+
+    #[cfg(feature = "otlp")]
+    {
+        let (tracer, provider) = match otlp_requested().then(otlp::pipeline) {
+            Some(Ok((tracer, provider))) => (Some(tracer), Some(provider)),
+            Some(Err(e)) => {
+                eprintln!("mrtr-gateway: OTLP exporter not started: {e}");
+                (None, None)
+            }
+            None => (None, None),
+        };
+        // Without context activation a span stays a builder until it closes, so the caller's
+        // trace, known only once the body is parsed, can still become its parent.
+        let layer = tracer.map(|tracer| {
+            tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_context_activation(false)
+        });
+        registry.with(layer).init();
+        Telemetry { provider }
+    }
+    #[cfg(not(feature = "otlp"))]
+    {
+        registry.init();
+        if otlp_requested() {
+            tracing::warn!(
+                "OTEL_EXPORTER_OTLP_ENDPOINT is set but this build has no OTLP exporter \
+                 (cargo feature `otlp`); spans are not exported"
+            );
+        }
+        Telemetry {}
+    }
+}
+
+/// Makes the current request span a child of the caller's trace. Trace context in `_meta` wins
+/// over the HTTP headers, as it does for what is passed to the backend.
+pub fn join_caller_trace(params: &Map<String, Value>, trace_headers: &[(&'static str, String)]) {
+    #[cfg(feature = "otlp")]
+    otlp::join_caller_trace(params, trace_headers);
+    #[cfg(not(feature = "otlp"))]
+    let _ = (params, trace_headers);
+}
+
+#[cfg(feature = "otlp")]
+mod otlp {
+    use std::collections::HashMap;
+
+    use opentelemetry::propagation::TextMapPropagator;
+    use opentelemetry::trace::{TraceContextExt, TracerProvider};
+    use opentelemetry_sdk::propagation::TraceContextPropagator;
+    use opentelemetry_sdk::trace::SdkTracerProvider;
+    use opentelemetry_sdk::Resource;
+    use serde_json::{Map, Value};
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+    pub(super) fn pipeline() -> Result<
+        (opentelemetry_sdk::trace::Tracer, SdkTracerProvider),
+        opentelemetry_otlp::ExporterBuildError,
+    > {
+        // Endpoint, headers, timeout and compression come from the OTEL_EXPORTER_OTLP_* variables.
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .build()?;
+        let mut resource = Resource::builder();
+        if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+            resource = resource.with_service_name(env!("CARGO_PKG_NAME"));
+        }
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(exporter)
+            .with_resource(resource.build())
+            .build();
+        Ok((provider.tracer(env!("CARGO_PKG_NAME")), provider))
+    }
+
+    pub(super) fn join_caller_trace(
+        params: &Map<String, Value>,
+        trace_headers: &[(&'static str, String)],
+    ) {
+        let meta = params.get("_meta").and_then(Value::as_object);
+        let mut carrier = HashMap::new();
+        match meta.filter(|m| m.contains_key("traceparent")) {
+            Some(meta) => {
+                for name in ["traceparent", "tracestate"] {
+                    if let Some(value) = meta.get(name).and_then(Value::as_str) {
+                        carrier.insert(name.to_string(), value.to_string());
+                    }
+                }
+            }
+            None => {
+                for (name, value) in trace_headers {
+                    carrier.insert((*name).to_string(), value.clone());
+                }
+            }
+        }
+        if carrier.is_empty() {
+            return;
+        }
+        let parent = TraceContextPropagator::new().extract(&carrier);
+        if parent.span().span_context().is_valid() {
+            // An error means the span is not exported (no layer, or filtered out): nothing to join.
+            let _ = tracing::Span::current().set_parent(parent);
+        }
+    }
+}

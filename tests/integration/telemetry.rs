@@ -1,0 +1,161 @@
+//! Trace export: with the cargo feature `otlp`, each request's span reaches an OTLP/HTTP receiver
+//! as a child of the caller's W3C trace; without it, a configured endpoint is reported as not
+//! exported rather than silently ignored.
+
+use rmcp::model::ClientCapabilities;
+use serde_json::json;
+
+use crate::support::gateway::GatewayProcess;
+use crate::support::modern_client::{modern_request, post_raw};
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN_ID: &str = "00f067aa0ba902b7";
+
+/// One `tools/call echo` carrying the caller's trace context in `_meta`.
+async fn traced_echo(url: &str) {
+    let caps = ClientCapabilities::default();
+    let mut call = modern_request(
+        1,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "traced"}}),
+        &caps,
+    );
+    call["params"]["_meta"]["traceparent"] = json!(format!("00-{TRACE_ID}-{CALLER_SPAN_ID}-01"));
+    let answer = post_raw(url, &call).await;
+    assert_eq!(
+        answer.result().expect("a result")["content"][0]["text"],
+        "traced",
+        "{}",
+        answer.body
+    );
+}
+
+#[cfg(not(feature = "otlp"))]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_otlp_endpoint_without_the_exporter_is_reported() {
+    let gateway = GatewayProcess::start(
+        &["--listen", "127.0.0.1:0"],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")],
+    )
+    .await;
+    traced_echo(&gateway.url).await;
+    let (_, log) = gateway.stop().await;
+    assert!(
+        log.contains("no OTLP exporter"),
+        "the missing exporter is reported:\n{log}"
+    );
+}
+
+#[cfg(feature = "otlp")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_spans_reach_an_otlp_receiver_in_the_callers_trace() {
+    use std::convert::Infallible;
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+    use prost::Message;
+    use tokio::sync::mpsc;
+
+    // The receiver: OTLP/HTTP protobuf on /v1/traces, every body handed to the test.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let (exports, mut received) = mpsc::unbounded_channel::<(String, Bytes)>();
+    let receiver = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let exports = exports.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                    let exports = exports.clone();
+                    async move {
+                        let path = request.uri().path().to_string();
+                        let body = request
+                            .into_body()
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        let _ = exports.send((path, body));
+                        let mut response = hyper::Response::new(Full::new(Bytes::new()));
+                        response.headers_mut().insert(
+                            http::header::CONTENT_TYPE,
+                            http::HeaderValue::from_static("application/x-protobuf"),
+                        );
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+
+    let gateway = GatewayProcess::start(
+        &["--listen", "127.0.0.1:0"],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    )
+    .await;
+    traced_echo(&gateway.url).await;
+    // Shutdown flushes whatever the batch processor still holds.
+    let (status, log) = gateway.stop().await;
+    assert!(status.is_some_and(|s| s.success()), "{status:?}\n{log}");
+
+    let mut spans = Vec::new();
+    let mut service_names = Vec::new();
+    while let Ok((path, body)) = received.try_recv() {
+        assert_eq!(path, "/v1/traces");
+        let export = ExportTraceServiceRequest::decode(body).expect("an OTLP trace export");
+        for resource_spans in export.resource_spans {
+            for attribute in resource_spans.resource.iter().flat_map(|r| &r.attributes) {
+                if attribute.key == "service.name" {
+                    service_names.push(format!("{:?}", attribute.value));
+                }
+            }
+            for scope in resource_spans.scope_spans {
+                spans.extend(scope.spans);
+            }
+        }
+    }
+    receiver.abort();
+
+    let attribute = |span: &opentelemetry_proto::tonic::trace::v1::Span, key: &str| {
+        span.attributes
+            .iter()
+            .find(|a| a.key == key)
+            .and_then(|a| a.value.as_ref())
+            .and_then(|v| match &v.value {
+                Some(AnyValue::StringValue(s)) => Some(s.clone()),
+                _ => None,
+            })
+    };
+    let call = spans
+        .iter()
+        .find(|s| s.name == "request" && attribute(s, "tool").as_deref() == Some("echo"))
+        .unwrap_or_else(|| panic!("the tools/call span was exported; got {spans:?}\n{log}"));
+    assert_eq!(attribute(call, "route").as_deref(), Some("/mcp"));
+    assert_eq!(attribute(call, "method").as_deref(), Some("tools/call"));
+    assert_eq!(attribute(call, "outcome").as_deref(), Some("ok"));
+    assert_eq!(hex(&call.trace_id), TRACE_ID, "the caller's trace");
+    assert_eq!(
+        hex(&call.parent_span_id),
+        CALLER_SPAN_ID,
+        "the caller's span"
+    );
+    assert!(call.end_time_unix_nano > call.start_time_unix_nano);
+    assert!(
+        service_names.iter().any(|n| n.contains("mrtr-gateway")),
+        "service.name: {service_names:?}"
+    );
+}
+
+#[cfg(feature = "otlp")]
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -3,6 +3,7 @@
 //! a random id sealed into `requestState`; the client's retry redeems it, once.
 //!
 //! - [`call`] drives one backend call across rounds;
+//! - [`held`] is the table the calls wait in;
 //! - [`inputs`] gates, names and cleans surfaced requests and validates answers;
 //! - [`state`] seals and opens `requestState`.
 //!
@@ -17,6 +18,7 @@
 //! [`Bridge::shutdown`].
 
 pub mod call;
+pub mod held;
 pub mod inputs;
 pub mod state;
 
@@ -24,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use serde_json::{json, Map, Value};
@@ -32,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use self::call::{CallDriver, RequestScope, Step};
+use self::held::HeldTable;
 use self::inputs::{validate_answer, PendingInput};
 use self::state::{now_ms, principal_digest, random_id, KeyRing, StatePayload};
 use crate::config::MrtrConfig;
@@ -121,13 +125,12 @@ pub enum Redeemed {
 
 pub struct Bridge {
     config: MrtrConfig,
-    keys: std::sync::RwLock<Arc<KeyRing>>,
+    /// Read on every seal and open, replaced on reload: no lock on the hot path.
+    keys: ArcSwap<KeyRing>,
     /// Modification time of `keys_file` when last read.
     keys_file_seen: std::sync::Mutex<Option<std::time::SystemTime>>,
     instance: String,
-    held: DashMap<String, HeldCall>,
-    /// Held calls per principal digest.
-    per_principal: DashMap<String, usize>,
+    held: HeldTable<HeldCall>,
     redemptions: DashMap<String, Arc<Redemption>>,
     /// Call tasks.
     tasks: TaskTracker,
@@ -149,13 +152,13 @@ impl Bridge {
             .keys_file
             .as_ref()
             .and_then(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
+        let held = HeldTable::new(config.max_held, config.max_held_per_principal);
         let bridge = Arc::new(Self {
             config,
-            keys: std::sync::RwLock::new(Arc::new(keys)),
+            keys: ArcSwap::from_pointee(keys),
             keys_file_seen: std::sync::Mutex::new(keys_file_seen),
             instance,
-            held: DashMap::new(),
-            per_principal: DashMap::new(),
+            held,
             redemptions: DashMap::new(),
             tasks: TaskTracker::new(),
             sweeper: std::sync::Mutex::new(None),
@@ -176,7 +179,7 @@ impl Bridge {
     }
 
     fn key_ring(&self) -> Arc<KeyRing> {
-        self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.keys.load_full()
     }
 
     /// Reads the configured keys again (SIGHUP, or `keys_file` changed): the new first key seals
@@ -188,7 +191,7 @@ impl Bridge {
             return Err("no keys configured; keeping the current key ring".into());
         }
         let ring = KeyRing::from_base64(&keys).map_err(|e| e.to_string())?;
-        *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(ring);
+        self.keys.store(Arc::new(ring));
         tracing::info!(keys = keys.len(), "requestState keys reloaded");
         Ok(())
     }
@@ -321,7 +324,7 @@ impl Bridge {
                 reason: StateRejection::RoundLimit,
             });
         }
-        if let Err(error) = self.admit(&binding) {
+        if let Err(error) = self.held.admit(&principal_digest(&binding.principal)) {
             driver.abandon("too many calls are waiting for input");
             return Outcome::Error(error);
         }
@@ -330,52 +333,11 @@ impl Bridge {
         self.hold(Held::Live(Box::new(driver)), binding, round)
     }
 
-    /// Room for one more held call, gateway-wide and for this principal.
-    fn admit(&self, binding: &CallBinding) -> Result<(), GatewayError> {
-        if self.held.len() >= self.config.max_held {
-            return Err(GatewayError::TooManyHeld(format!(
-                "{} calls are waiting for input",
-                self.held.len()
-            )));
-        }
-        let mine = self
-            .per_principal
-            .get(&principal_digest(&binding.principal))
-            .map_or(0, |n| *n);
-        if mine >= self.config.max_held_per_principal {
-            return Err(GatewayError::TooManyHeld(format!(
-                "{mine} of this client's calls are waiting for input"
-            )));
-        }
-        Ok(())
-    }
-
-    fn insert_held(&self, id: String, held: HeldCall) {
-        *self
-            .per_principal
-            .entry(principal_digest(&held.binding.principal))
-            .or_insert(0) += 1;
-        self.held.insert(id, held);
-    }
-
-    fn take_held(&self, id: &str) -> Option<HeldCall> {
-        let (_, held) = self.held.remove(id)?;
-        let principal = principal_digest(&held.binding.principal);
-        if let dashmap::mapref::entry::Entry::Occupied(mut count) =
-            self.per_principal.entry(principal)
-        {
-            *count.get_mut() -= 1;
-            if *count.get() == 0 {
-                count.remove();
-            }
-        }
-        Some(held)
-    }
-
     /// Puts a call in the table and returns the `InputRequiredResult` that names it.
     fn hold(&self, held: Held, binding: CallBinding, round: u32) -> Outcome {
+        let principal = principal_digest(&binding.principal);
         if matches!(held, Held::Reissue { .. }) {
-            if let Err(error) = self.admit(&binding) {
+            if let Err(error) = self.held.admit(&principal) {
                 return Outcome::Error(error);
             }
         }
@@ -384,7 +346,7 @@ impl Bridge {
             held_id: held_id.clone(),
             owner: self.instance.clone(),
             route: binding.route.clone(),
-            principal: principal_digest(&binding.principal),
+            principal: principal.clone(),
             method: binding.method.clone(),
             params_digest: binding.params_digest.clone(),
             round,
@@ -405,8 +367,9 @@ impl Bridge {
         }
         result.insert("requestState".into(), json!(token));
         tracing::debug!(method = %binding.method, round, "call held for input");
-        self.insert_held(
+        self.held.insert(
             held_id,
+            principal,
             HeldCall {
                 kind: held,
                 binding,
@@ -477,24 +440,23 @@ impl Bridge {
                 }
             }
             Entry::Vacant(slot) => {
-                let validated = {
-                    let held = self
-                        .held
-                        .get(&payload.held_id)
-                        .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
-                    if held.round != payload.round {
-                        return Err(reject(StateRejection::ConsumedOrUnknown));
-                    }
-                    match &held.kind {
-                        Held::Live(driver) => Some(driver.validate_answers(answers)?),
-                        Held::Reissue { inputs, .. } => {
-                            validate_reissue(inputs, answers)?;
-                            None
+                let validated = self
+                    .held
+                    .with(&payload.held_id, |held| {
+                        if held.round != payload.round {
+                            return Err(reject(StateRejection::ConsumedOrUnknown));
                         }
-                    }
-                };
+                        match &held.kind {
+                            Held::Live(driver) => driver.validate_answers(answers).map(Some),
+                            Held::Reissue { inputs, .. } => {
+                                validate_reissue(inputs, answers).map(|()| None)
+                            }
+                        }
+                    })
+                    .ok_or(reject(StateRejection::ConsumedOrUnknown))??;
                 let held = self
-                    .take_held(&payload.held_id)
+                    .held
+                    .take(&payload.held_id)
                     .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
                 self.metrics
                     .held_age
@@ -541,9 +503,8 @@ impl Bridge {
     /// Ends every held call (their backends see cancellation) and waits for call tasks.
     pub async fn shutdown(&self, grace: Duration) {
         self.stop.cancel();
-        let ids: Vec<String> = self.held.iter().map(|e| e.key().clone()).collect();
-        for id in ids {
-            if let Some(mut held) = self.take_held(&id) {
+        for id in self.held.ids_where(|_| true) {
+            if let Some(mut held) = self.held.take(&id) {
                 held.kind.abandon("gateway shutting down");
             }
         }
@@ -572,14 +533,11 @@ async fn sweep(bridge: std::sync::Weak<Bridge>, stop: CancellationToken, every: 
         };
         bridge.reload_keys_if_changed();
         let now = Instant::now();
-        let ended: Vec<String> = bridge
+        let ended = bridge
             .held
-            .iter()
-            .filter(|e| e.expires <= now || !e.kind.alive())
-            .map(|e| e.key().clone())
-            .collect();
+            .ids_where(|held| held.expires <= now || !held.kind.alive());
         for id in ended {
-            if let Some(mut held) = bridge.take_held(&id) {
+            if let Some(mut held) = bridge.held.take(&id) {
                 tracing::debug!(method = %held.binding.method, "held call abandoned");
                 held.kind.abandon("the round expired");
             }

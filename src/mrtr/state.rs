@@ -12,7 +12,7 @@ use aes_gcm::{AeadCore, Aes256Gcm, Key, Nonce};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::StateRejection;
@@ -98,7 +98,8 @@ impl KeyRing {
     pub fn seal(&self, payload: &StatePayload) -> String {
         let key = &self.keys[0];
         let plaintext = serde_json::to_vec(payload).unwrap_or_default();
-        let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
+        // A CSPRNG seeded from the OS (ChaCha, reseeded), without a system call per nonce.
+        let nonce = Aes256Gcm::generate_nonce(&mut rand::thread_rng());
         let mut header = [0u8; 1 + KEY_ID_LEN];
         header[0] = VERSION;
         header[1..].copy_from_slice(&key.id);
@@ -185,41 +186,46 @@ pub fn now_ms() -> u64 {
         .unwrap_or_default()
 }
 
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
-}
-
 /// SHA-256, hex.
 pub fn hex_digest(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+    hex::encode(Sha256::digest(bytes))
 }
 
 pub fn principal_digest(principal: &str) -> String {
-    hex(&Sha256::digest(principal.as_bytes())[..16])
+    hex::encode(&Sha256::digest(principal.as_bytes())[..16])
 }
 
 /// Digest of what identifies the request: name and arguments, or uri. `_meta`, `inputResponses`
 /// and `requestState` are not part of it. serde_json maps are sorted, so the JSON is canonical.
 pub fn params_digest(method: &str, params: &serde_json::Map<String, Value>) -> String {
+    // Fields in sorted order, borrowed: the same bytes as the sorted JSON object, without copying
+    // the arguments.
+    #[derive(Serialize)]
+    struct Call<'a> {
+        arguments: &'a Value,
+        name: Option<&'a Value>,
+    }
+    #[derive(Serialize)]
+    struct Read<'a> {
+        uri: Option<&'a Value>,
+    }
+    // An empty map does not allocate.
+    let no_arguments = Value::Object(serde_json::Map::new());
     let salient = match method {
-        "resources/read" => json!({ "uri": params.get("uri") }),
-        _ => json!({
-            "name": params.get("name"),
-            "arguments": params.get("arguments").cloned().unwrap_or_else(|| json!({})),
+        "resources/read" => serde_json::to_vec(&Read {
+            uri: params.get("uri"),
+        }),
+        _ => serde_json::to_vec(&Call {
+            arguments: params.get("arguments").unwrap_or(&no_arguments),
+            name: params.get("name"),
         }),
     };
-    hex_digest(salient.to_string().as_bytes())
+    hex_digest(&salient.unwrap_or_default())
 }
 
 /// A fresh 128-bit id, hex.
 pub fn random_id() -> String {
-    hex(&rand::random::<[u8; 16]>())
+    hex::encode(rand::random::<[u8; 16]>())
 }
 
 #[cfg(test)]
@@ -299,6 +305,27 @@ mod tests {
             KeyRing::from_base64::<&str>(&[]),
             Err(KeyError::Empty)
         ));
+    }
+
+    #[test]
+    fn params_digest_is_the_digest_of_the_sorted_salient_json() {
+        let params = serde_json::json!({"name": "t", "arguments": {"z": [1, {"b": 2, "a": 1}], "y": "é"}, "_meta": {"a": 1}});
+        let params = params.as_object().unwrap();
+        let canonical =
+            serde_json::json!({"name": "t", "arguments": params["arguments"]}).to_string();
+        assert_eq!(
+            params_digest("tools/call", params),
+            hex_digest(canonical.as_bytes())
+        );
+        let read = serde_json::json!({"uri": "file:///a"});
+        assert_eq!(
+            params_digest("resources/read", read.as_object().unwrap()),
+            hex_digest(br#"{"uri":"file:///a"}"#)
+        );
+        assert_eq!(
+            params_digest("tools/call", &serde_json::Map::new()),
+            hex_digest(br#"{"arguments":{},"name":null}"#)
+        );
     }
 
     #[test]

@@ -1,0 +1,136 @@
+//! Micro benchmarks of the per-request work on the gateway's hot path: sealing and opening a
+//! `requestState`, the params digest it binds, the held-call table, validation of a typical
+//! `tools/call` POST and the stamping of its result.
+//!
+//! `cargo bench --bench micro`; `-- --quick` for a short run.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use http::{HeaderMap, HeaderValue};
+use mrtr_gateway::config::RouteConfig;
+use mrtr_gateway::front::translate::stamp_result;
+use mrtr_gateway::front::validate::validate_body;
+use mrtr_gateway::mrtr::held::HeldTable;
+use mrtr_gateway::mrtr::state::{
+    now_ms, params_digest, principal_digest, random_id, KeyRing, StatePayload,
+};
+use serde_json::{json, Map, Value};
+
+fn typical_params() -> Map<String, Value> {
+    match json!({
+        "name": "search_tickets",
+        "arguments": {"query": "login fails after password reset", "limit": 20, "status": ["open", "pending"]},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+            "progressToken": 7
+        }
+    }) {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+fn payload() -> StatePayload {
+    StatePayload {
+        held_id: random_id(),
+        owner: "gw-7f3a9c".into(),
+        route: "/mcp/tickets".into(),
+        principal: principal_digest("alice@example.com"),
+        method: "tools/call".into(),
+        params_digest: params_digest("tools/call", &typical_params()),
+        round: 1,
+        expires_ms: now_ms() + 300_000,
+    }
+}
+
+fn request_state(c: &mut Criterion) {
+    let keys = KeyRing::ephemeral();
+    let payload = payload();
+    let token = keys.seal(&payload);
+    let mut group = c.benchmark_group("requestState");
+    group.bench_function("seal", |b| b.iter(|| keys.seal(black_box(&payload))));
+    group.bench_function("open", |b| b.iter(|| keys.open(black_box(&token))));
+    group.bench_function("seal+open", |b| {
+        b.iter(|| {
+            let token = keys.seal(black_box(&payload));
+            keys.open(&token)
+        })
+    });
+    group.finish();
+    let params = typical_params();
+    c.bench_function("params_digest/tools_call", |b| {
+        b.iter(|| params_digest("tools/call", black_box(&params)))
+    });
+}
+
+fn held_table(c: &mut Criterion) {
+    let mut group = c.benchmark_group("held_table");
+    for prefilled in [0usize, 10_000] {
+        let table = HeldTable::new(usize::MAX, usize::MAX);
+        for n in 0..prefilled {
+            table.insert(random_id(), principal_digest(&format!("p{}", n % 64)), n);
+        }
+        let principal = principal_digest("alice@example.com");
+        group.bench_function(format!("insert+take/{prefilled}_held"), |b| {
+            b.iter(|| {
+                let id = random_id();
+                let _ = table.admit(&principal);
+                table.insert(id.clone(), principal.clone(), 1usize);
+                table.take(black_box(&id))
+            })
+        });
+    }
+    group.finish();
+}
+
+fn front(c: &mut Criterion) {
+    let body = serde_json::to_vec(&json!({
+        "jsonrpc": "2.0",
+        "id": 42,
+        "method": "tools/call",
+        "params": typical_params(),
+    }))
+    .unwrap_or_default();
+    let mut headers = HeaderMap::new();
+    for (name, value) in [
+        ("host", "127.0.0.1:8080"),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "search_tickets"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    assert!(
+        validate_body(&headers, &body).is_ok(),
+        "the benchmarked request is valid"
+    );
+    c.bench_function("validate/tools_call", |b| {
+        b.iter(|| validate_body(black_box(&headers), black_box(&body)).is_ok())
+    });
+
+    let route: Option<RouteConfig> =
+        serde_json::from_value(json!({"path": "/mcp", "backend": "tickets"})).ok();
+    let Some(route) = route else {
+        panic!("route config");
+    };
+    let server_info = json!({"name": "tickets", "version": "3.2.1"});
+    let result = json!({
+        "content": [{"type": "text", "text": "3 tickets match: #4411 login loop, #4415 reset link expired, #4420 SSO"}],
+        "structuredContent": {"count": 3, "ids": [4411, 4415, 4420]},
+        "isError": false
+    });
+    c.bench_function("stamp/tools_call_result", |b| {
+        b.iter_batched(
+            || result.clone(),
+            |result| stamp_result("tools/call", result, &route, Some(&server_info), false),
+            BatchSize::SmallInput,
+        )
+    });
+}
+
+criterion_group!(benches, request_state, held_table, front);
+criterion_main!(benches);

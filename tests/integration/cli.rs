@@ -29,15 +29,12 @@ async fn the_default_serves_the_demo_backend_with_mrtr() {
     let round = post_raw(&url, &first).await;
     let result = round.result().expect("a result");
     assert_eq!(result["resultType"], "input_required", "{}", round.body);
-    let key = result["inputRequests"]
-        .as_object()
-        .and_then(|m| m.keys().next().cloned())
-        .expect("one input request");
-    let mut retry = first.clone();
-    retry["id"] = json!(3);
-    retry["params"]["inputResponses"] =
-        json!({ key: {"action": "accept", "content": {"name": "Ada"}} });
-    retry["params"]["requestState"] = result["requestState"].clone();
+    let retry = answer_only_input(
+        &first,
+        json!(3),
+        result,
+        json!({"action": "accept", "content": {"name": "Ada"}}),
+    );
     let done = post_raw(&url, &retry).await;
     assert_eq!(done.result().unwrap()["content"][0]["text"], "Hello, Ada!");
     gateway.stop().await;

@@ -10,7 +10,9 @@ use rmcp::model::ClientCapabilities;
 use serde_json::json;
 
 use crate::support::gateway::{Backend, Harness, Options};
-use crate::support::modern_client::{modern_request, standard_headers, RawExchange};
+use crate::support::modern_client::{
+    answer_only_input, modern_request, standard_headers, RawExchange,
+};
 
 const FLOWS: usize = 2_000;
 const CLIENTS: usize = 32;
@@ -123,15 +125,12 @@ async fn two_thousand_flows_survive_backend_kills() {
                     tally.clear_errors.fetch_add(1, Ordering::Relaxed);
                     continue;
                 };
-                let key = result["inputRequests"]
-                    .as_object()
-                    .and_then(|m| m.keys().next().cloned())
-                    .unwrap_or_default();
-                let mut retry = first.clone();
-                retry["id"] = json!(format!("w{worker}-{n}-r"));
-                retry["params"]["inputResponses"] =
-                    json!({ key: {"action": "accept", "content": {"name": "Soak"}} });
-                retry["params"]["requestState"] = result["requestState"].clone();
+                let retry = answer_only_input(
+                    &first,
+                    json!(format!("w{worker}-{n}-r")),
+                    &result,
+                    json!({"action": "accept", "content": {"name": "Soak"}}),
+                );
                 match post(&client, &h.url, &retry).await {
                     None => {
                         tally.hangs.fetch_add(1, Ordering::Relaxed);

@@ -182,7 +182,12 @@ pub fn notification(method: &str, params: Option<Value>) -> Value {
 }
 
 pub fn result_response(id: Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+    // Built by moving the values in: `json!` would copy `result` through serialization.
+    let mut obj = Map::with_capacity(3);
+    obj.insert("jsonrpc".into(), Value::from("2.0"));
+    obj.insert("id".into(), id);
+    obj.insert("result".into(), result);
+    Value::Object(obj)
 }
 
 /// An error response; `id` is omitted only when the request's id could not be read.

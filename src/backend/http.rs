@@ -44,13 +44,22 @@ const SHORT_POST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound on a server-suggested `retry:` delay.
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
+/// Serializes straight into a buffer (`Display` would go through the formatter).
+fn json_bytes(message: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(message).unwrap_or_default())
+}
+
 pub fn new_client() -> Result<HttpClient, BackendError> {
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    // Requests and SSE events are small writes that must not wait for Nagle's algorithm.
+    tcp.set_nodelay(true);
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
         .map_err(|e| BackendError::Connect(format!("TLS setup failed: {e}")))?
         .https_or_http()
         .enable_http1()
-        .build();
+        .wrap_connector(tcp);
     Ok(Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .build(connector))
@@ -335,7 +344,7 @@ fn is_event_stream(response: &hyper::Response<Incoming>) -> bool {
 /// Notifications and answers to server requests: expect 202, nothing to read.
 async fn post_one_way(shared: &Shared, message: &Value) {
     let had_session = shared.session_id().is_some();
-    let request = match shared.request(Method::POST, Bytes::from(message.to_string()), None) {
+    let request = match shared.request(Method::POST, json_bytes(message), None) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(backend = %shared.backend, error = %e, "cannot build POST");
@@ -356,7 +365,7 @@ async fn post_request(shared: Arc<Shared>, message: Value) {
         return;
     };
     let had_session = shared.session_id().is_some();
-    let request = match shared.request(Method::POST, Bytes::from(message.to_string()), None) {
+    let request = match shared.request(Method::POST, json_bytes(&message), None) {
         Ok(r) => r,
         Err(e) => return shared.fail_request(&id, e.to_string()).await,
     };

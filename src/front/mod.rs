@@ -143,7 +143,7 @@ fn full(bytes: impl Into<Bytes>) -> Body {
 }
 
 fn json_response(status: StatusCode, message: &Value) -> Response<Body> {
-    let mut response = Response::new(full(message.to_string()));
+    let mut response = Response::new(full(serde_json::to_vec(message).unwrap_or_default()));
     *response.status_mut() = status;
     response
         .headers_mut()
@@ -433,12 +433,18 @@ impl Gateway {
         route: Arc<Route>,
         request: Request<Incoming>,
     ) -> Response<Body> {
-        let metadata_url = route.resource_metadata_url(request.headers());
+        // Only a route that authenticates can answer 401, and only 401 names this URL.
+        let metadata_url = route
+            .auth
+            .required()
+            .then(|| route.resource_metadata_url(request.headers()));
         match self.handle_route(route, request).await {
             Ok(response) => response,
             Err((id, error)) => {
                 let mut response = error_response(id, &error);
-                if let GatewayError::Unauthorized(reason) = &error {
+                if let (GatewayError::Unauthorized(reason), Some(metadata_url)) =
+                    (&error, &metadata_url)
+                {
                     // RFC 6750 / RFC 9728: tell the client where to learn how to authenticate.
                     let invalid = if reason.starts_with("missing") {
                         ""

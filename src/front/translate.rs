@@ -151,7 +151,9 @@ pub fn stamp_interim(result: Value, server_info: Option<&Value>) -> Value {
         _ => Map::new(),
     };
     if let Some(info) = server_info {
-        result.insert("_meta".into(), json!({ META_SERVER_INFO: info }));
+        let mut meta = Map::with_capacity(1);
+        meta.insert(META_SERVER_INFO.into(), info.clone());
+        result.insert("_meta".into(), Value::Object(meta));
     }
     Value::Object(result)
 }

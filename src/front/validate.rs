@@ -163,7 +163,7 @@ pub fn check_media_types(headers: &HeaderMap) -> Result<(), GatewayError> {
         let major = wanted.split('/').next().unwrap_or_default();
         accept
             .iter()
-            .any(|a| a == wanted || a == "*/*" || *a == format!("{major}/*"))
+            .any(|a| a == wanted || a == "*/*" || a.strip_suffix("/*") == Some(major))
     };
     if !(accepts("application/json") && accepts("text/event-stream")) {
         return Err(GatewayError::NotAcceptable(

@@ -347,6 +347,19 @@ impl CallDriver {
                 }
                 continue;
             }
+            if let Some(event) = self.call.try_next_event() {
+                if let Some(step) = self.on_event(event) {
+                    return step;
+                }
+                continue;
+            }
+            // A settle window that is over (or zero) needs no timer, whose millisecond
+            // granularity would add up to a millisecond to the round.
+            if !self.outstanding.is_empty()
+                && self.settle_deadline.is_some_and(|d| d <= Instant::now())
+            {
+                return Step::InputRequired;
+            }
             let event = tokio::select! {
                 event = self.call.next_event() => event,
                 _ = tokio::time::sleep_until(wake.into()) => {

@@ -128,7 +128,7 @@ async fn two_thousand_flows_survive_backend_kills() {
                 let retry = answer_only_input(
                     &first,
                     json!(format!("w{worker}-{n}-r")),
-                    &result,
+                    result,
                     json!({"action": "accept", "content": {"name": "Soak"}}),
                 );
                 match post(&client, &h.url, &retry).await {

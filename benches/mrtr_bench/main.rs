@@ -1,0 +1,387 @@
+//! `mrtr-bench`, the gateway's macro benchmark:
+//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR]`.
+//!
+//! Everything runs on loopback, every loop is bounded by a duration or a count, and every
+//! process the benchmark starts is stopped by its PID when its guard is dropped.
+//!
+//! This file owns the command line, the sizes of each mode, the order of the scenarios and the
+//! output files. The other files:
+//! - `backend.rs`: the fast 2025-11-25 backend (this binary run with `--serve-backend ADDR`);
+//! - `procs.rs`: starting and stopping the backend, the gateway and nginx; RSS; limits;
+//! - `gateway_config.rs`: the gateway configurations, as TOML;
+//! - `wire.rs`: the HTTP client and both protocol revisions' request shapes;
+//! - `rounds.rs`: one elicitation exchange through the gateway and natively;
+//! - `load.rs`: the load drivers and their latency histograms;
+//! - `m1_passthrough.rs`, `m2_elicitation.rs`, `m3_capacity.rs`, `m4_stdio_pool.rs`: the
+//!   scenarios;
+//! - `report.rs` and `chart.rs`: the Markdown tables and `m1.svg`.
+//!
+//! `--smoke` runs every scenario with tiny sizes (well under a minute) and exits non-zero if any
+//! request failed or any process did not start; it requires nginx. The full run skips nginx
+//! with a warning when it is not installed.
+
+mod backend;
+mod chart;
+mod gateway_config;
+mod load;
+mod m1_passthrough;
+mod m2_elicitation;
+mod m3_capacity;
+mod m4_stdio_pool;
+mod procs;
+mod report;
+mod rounds;
+mod wire;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use gateway_config::HttpGatewayConfig;
+use load::LoadStats;
+use procs::{BackendProcess, GatewayProcess, NginxProcess};
+use report::Findings;
+
+/// Errors of the harness: anything that can be shown to a person.
+pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+const USAGE: &str = "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR]";
+const DEFAULT_OUT_DIR: &str = "target/mrtr-bench";
+
+struct Options {
+    smoke: bool,
+    out_dir: PathBuf,
+}
+
+enum Invocation {
+    Bench(Options),
+    /// The hidden child-process mode: serve the fast backend on this address.
+    ServeBackend(String),
+    Help,
+}
+
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Invocation, String> {
+    let mut options = Options {
+        smoke: false,
+        out_dir: PathBuf::from(DEFAULT_OUT_DIR),
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            backend::SERVE_BACKEND_FLAG => {
+                let addr = args.next().ok_or("--serve-backend needs an address")?;
+                return Ok(Invocation::ServeBackend(addr));
+            }
+            "--smoke" => options.smoke = true,
+            "--out" => options.out_dir = args.next().ok_or("--out needs a directory")?.into(),
+            // `cargo bench` passes this to every bench binary.
+            "--bench" => {}
+            "-h" | "--help" => return Ok(Invocation::Help),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    Ok(Invocation::Bench(options))
+}
+
+fn main() -> ExitCode {
+    match parse_args(std::env::args().skip(1)) {
+        Ok(Invocation::Help) => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Ok(Invocation::ServeBackend(addr)) => match backend::serve_child(&addr) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("backend: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Ok(Invocation::Bench(options)) => {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    eprintln!("mrtr-bench: cannot start the runtime: {error}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            runtime.block_on(run(options))
+        }
+        Err(message) => {
+            eprintln!("mrtr-bench: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The sizes of one run.
+struct Plan {
+    m1: m1_passthrough::Settings,
+    m2: m2_elicitation::Settings,
+    m3: m3_capacity::Settings,
+    m4: m4_stdio_pool::Settings,
+}
+
+impl Plan {
+    fn new(smoke: bool) -> Self {
+        let concurrencies = vec![1, 16, 64];
+        if smoke {
+            Self {
+                m1: m1_passthrough::Settings {
+                    concurrencies,
+                    warmup: Duration::from_millis(100),
+                    measure: Duration::from_millis(300),
+                },
+                m2: m2_elicitation::Settings {
+                    warmup: 2,
+                    exchanges: 20,
+                },
+                m3: m3_capacity::Settings {
+                    sizes: vec![100],
+                    open_concurrency: 64,
+                    retry_sample: 50,
+                    retry_concurrency: 16,
+                },
+                m4: m4_stdio_pool::Settings { runs: 1 },
+            }
+        } else {
+            Self {
+                m1: m1_passthrough::Settings {
+                    concurrencies,
+                    warmup: Duration::from_secs(1),
+                    measure: Duration::from_secs(5),
+                },
+                m2: m2_elicitation::Settings {
+                    warmup: 20,
+                    exchanges: 500,
+                },
+                m3: m3_capacity::Settings {
+                    sizes: vec![1_000, 10_000],
+                    open_concurrency: 64,
+                    retry_sample: 500,
+                    retry_concurrency: 16,
+                },
+                m4: m4_stdio_pool::Settings { runs: 5 },
+            }
+        }
+    }
+}
+
+async fn run(options: Options) -> ExitCode {
+    let started = Instant::now();
+    let load_at_start = report::load_average();
+    let plan = Plan::new(options.smoke);
+    let mut findings = Findings {
+        smoke: options.smoke,
+        m1_seconds: (plan.m1.warmup.as_secs_f64(), plan.m1.measure.as_secs_f64()),
+        ..Findings::default()
+    };
+    let open_files = match procs::raise_open_files_limit() {
+        Ok(limit) => limit,
+        Err(error) => {
+            eprintln!("mrtr-bench: cannot raise the open-files limit: {error}");
+            0
+        }
+    };
+    let largest_m3 = plan.m3.sizes.iter().copied().max().unwrap_or(0) as u64;
+    // Each held round costs the backend and the gateway one connection each, plus slack.
+    if open_files < largest_m3 + 1_000 {
+        findings.notes.push(format!(
+            "the open-files limit is {open_files}: M3 with {largest_m3} held rounds may run out of descriptors"
+        ));
+    }
+    let nginx = procs::nginx_path();
+    if nginx.is_none() {
+        if options.smoke {
+            eprintln!(
+                "mrtr-bench: nginx is not installed (looked for /usr/sbin/nginx and nginx on PATH); \
+                 the smoke run compares against it, so install it first (apt-get install nginx)"
+            );
+            return ExitCode::FAILURE;
+        }
+        eprintln!("mrtr-bench: warning: nginx is not installed; M1 runs without the nginx target");
+        findings
+            .notes
+            .push("nginx is not installed: M1 ran without the nginx target".to_owned());
+    }
+
+    if let Err(error) = passthrough_and_rounds(&plan, nginx.as_deref(), &mut findings).await {
+        findings
+            .failures
+            .push(format!("M1/M2 did not complete: {error}"));
+    }
+    for &size in &plan.m3.sizes {
+        eprintln!("mrtr-bench: M3 with {size} held rounds");
+        match m3_capacity::run_one(&plan.m3, size).await {
+            Ok(row) => findings.m3.push(row),
+            Err(error) => findings.failures.push(format!(
+                "M3 with {size} held rounds did not complete: {error}"
+            )),
+        }
+    }
+    eprintln!("mrtr-bench: M4 stdio pool");
+    match m4_stdio_pool::run(&plan.m4).await {
+        Ok(results) => findings.m4 = Some(results),
+        Err(error) => findings
+            .failures
+            .push(format!("M4 did not complete: {error}")),
+    }
+    findings.notes.push(format!(
+        "nginx runs `worker_processes {}` (one worker per core), like the gateway's Tokio runtime (one worker thread per core).",
+        procs::NGINX_WORKERS
+    ));
+    findings.notes.push(
+        "the gateway runs with its defaults except: loopback port 0, `drain_timeout = \"1s\"`, \
+         `pool.max_sessions` sized for the scenario (256 for M1/M2; held rounds + 64 for M3), \
+         `queue_wait = \"30s\"`, and for M3 `held_ttl = \"600s\"` and `max_held`/`max_held_per_principal` = held rounds + 64."
+            .to_owned(),
+    );
+    collect_request_errors(&mut findings);
+
+    let tables = report::tables(&findings);
+    let machine = report::machine_section(nginx.as_deref(), open_files, &load_at_start);
+    println!("{tables}\n{machine}");
+    if let Err(error) = write_outputs(&options.out_dir, &tables, &machine, &findings) {
+        eprintln!("mrtr-bench: cannot write the results: {error}");
+        return ExitCode::FAILURE;
+    }
+    eprintln!(
+        "mrtr-bench: done in {:.1} s; results in {}",
+        started.elapsed().as_secs_f64(),
+        options.out_dir.display()
+    );
+    if findings.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "mrtr-bench: {} failure(s), see the report",
+            findings.failures.len()
+        );
+        ExitCode::FAILURE
+    }
+}
+
+/// M1 and M2 share one backend, one gateway and nginx; M2 adds a gateway with no settle window.
+async fn passthrough_and_rounds(
+    plan: &Plan,
+    nginx: Option<&Path>,
+    findings: &mut Findings,
+) -> BenchResult<()> {
+    let backend = BackendProcess::start()?;
+    let gateway = GatewayProcess::start(
+        &HttpGatewayConfig::new(backend.url()).to_toml(),
+        Duration::from_secs(10),
+    )?;
+    let nginx = match nginx {
+        Some(path) => match NginxProcess::start(path, backend.addr) {
+            Ok(process) => Some(process),
+            Err(error) if !findings.smoke => {
+                findings
+                    .failures
+                    .push(format!("nginx did not start, M1 ran without it: {error}"));
+                None
+            }
+            Err(error) => return Err(error),
+        },
+        None => None,
+    };
+    eprintln!("mrtr-bench: M1 passthrough");
+    let targets = m1_passthrough::Targets {
+        direct: backend.url(),
+        gateway: gateway.url(),
+        nginx: nginx.as_ref().map(NginxProcess::url),
+        backend_pid: backend.guard.pid(),
+        gateway_pid: gateway.guard.pid(),
+        nginx_pid: nginx.as_ref().map(NginxProcess::pid),
+    };
+    findings.m1 = m1_passthrough::run(&plan.m1, &targets).await?;
+    drop(nginx);
+
+    eprintln!("mrtr-bench: M2 elicitation round");
+    findings
+        .m2
+        .push(m2_elicitation::run_native(&plan.m2, &backend.url()).await?);
+    findings.m2.push(
+        m2_elicitation::run_gateway(
+            &plan.m2,
+            "gateway, settle_window 50 ms (default)".to_owned(),
+            &gateway.url(),
+        )
+        .await?,
+    );
+    drop(gateway);
+    let mut no_settle = HttpGatewayConfig::new(backend.url());
+    no_settle.settle_window_ms = Some(0);
+    let no_settle = GatewayProcess::start(&no_settle.to_toml(), Duration::from_secs(10))?;
+    findings.m2.push(
+        m2_elicitation::run_gateway(
+            &plan.m2,
+            "gateway, settle_window 0 ms".to_owned(),
+            &no_settle.url(),
+        )
+        .await?,
+    );
+    findings.notes.push(
+        "`mrtr.settle_window` (default 50 ms) is how long the gateway waits after a backend's \
+         first server request for more to put in the same round; M2 shows the default and 0 ms."
+            .to_owned(),
+    );
+    Ok(())
+}
+
+/// Every request error becomes a failure line.
+fn collect_request_errors(findings: &mut Findings) {
+    let mut failed: Vec<(String, &LoadStats)> = Vec::new();
+    for point in &findings.m1 {
+        failed.push((
+            format!("M1 {} c={}", point.target.label(), point.concurrency),
+            &point.stats,
+        ));
+    }
+    for row in &findings.m2 {
+        failed.push((format!("M2 {}", row.label), &row.stats));
+    }
+    for row in &findings.m3 {
+        failed.push((format!("M3 {} held: opening", row.held), &row.opened));
+        failed.push((format!("M3 {} held: retries", row.held), &row.retries));
+    }
+    let lines: Vec<String> = failed
+        .into_iter()
+        .filter(|(_, stats)| stats.errors > 0)
+        .map(|(what, stats)| {
+            format!(
+                "{what}: {} request(s) failed; first: {}",
+                stats.errors,
+                stats.first_error.as_deref().unwrap_or("?")
+            )
+        })
+        .collect();
+    findings.failures.extend(lines);
+    for row in &findings.m3 {
+        if row
+            .confirmed_held
+            .is_some_and(|held| held != row.held as u64)
+        {
+            findings.failures.push(format!(
+                "M3 {} held: the gateway's /status reported {} held calls",
+                row.held,
+                row.confirmed_held.unwrap_or_default()
+            ));
+        }
+    }
+}
+
+fn write_outputs(
+    out_dir: &Path,
+    tables: &str,
+    machine: &str,
+    findings: &Findings,
+) -> BenchResult<()> {
+    std::fs::create_dir_all(out_dir)?;
+    std::fs::write(out_dir.join("results.md"), format!("{tables}\n{machine}"))?;
+    if !findings.m1.is_empty() {
+        chart::draw_m1(&out_dir.join("m1.svg"), &findings.m1)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,305 @@
+//! The report: Markdown tables of every scenario (printed on stdout and written to
+//! `results.md` after a description of the machine) and the machine facts themselves.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use crate::load::LoadStats;
+use crate::m1_passthrough::{Point, Target};
+use crate::m2_elicitation::Row as M2Row;
+use crate::m3_capacity::Row as M3Row;
+use crate::m4_stdio_pool::{median, Results as M4Results};
+use crate::procs::{gateway_version, nginx_version, NGINX_WORKERS};
+
+/// Everything measured in one run.
+#[derive(Default)]
+pub struct Findings {
+    pub smoke: bool,
+    pub m1: Vec<Point>,
+    pub m1_seconds: (f64, f64),
+    pub m2: Vec<M2Row>,
+    pub m3: Vec<M3Row>,
+    pub m4: Option<M4Results>,
+    /// Remarks worth reading next to the numbers (skipped targets, settings).
+    pub notes: Vec<String>,
+    /// What failed: scenarios that could not run, and request errors.
+    pub failures: Vec<String>,
+}
+
+/// The machine the numbers come from.
+pub fn machine_section(nginx: Option<&Path>, open_files: u64, load_at_start: &str) -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("model name"))
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(_, model)| model.trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned());
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let rustc = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned()))
+        .arg("--version")
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .unwrap_or_else(|_| "unknown".to_owned());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|text| text.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".to_owned());
+    let nginx = nginx.map_or_else(|| "not installed".to_owned(), nginx_version);
+    let mut text = String::from("## Machine\n\n| | |\n|---|---|\n");
+    for (what, value) in [
+        ("CPU", cpu),
+        ("cores", cores.to_string()),
+        ("Linux", kernel),
+        ("rustc", rustc),
+        ("gateway", gateway_version()),
+        ("nginx", nginx),
+        ("open files (soft limit)", open_files.to_string()),
+        (
+            "load average at start (1, 5, 15 min)",
+            load_at_start.to_owned(),
+        ),
+        ("load average at end (1, 5, 15 min)", load_average()),
+    ] {
+        let _ = writeln!(text, "| {what} | {value} |");
+    }
+    text.push_str(
+        "\nThe load client, the gateway, the backend and nginx all share these cores, so every \
+         number includes their competition for the CPU.\n",
+    );
+    text
+}
+
+/// All scenario tables.
+pub fn tables(findings: &Findings) -> String {
+    let mut out = String::new();
+    let mode = if findings.smoke { "smoke" } else { "full" };
+    let _ = writeln!(out, "# mrtr-bench ({mode} run)\n");
+    m1_tables(&mut out, findings);
+    m2_table(&mut out, &findings.m2);
+    m3_tables(&mut out, &findings.m3);
+    if let Some(m4) = &findings.m4 {
+        m4_table(&mut out, m4);
+    }
+    if !findings.notes.is_empty() {
+        out.push_str("## Notes\n\n");
+        for note in &findings.notes {
+            let _ = writeln!(out, "- {note}");
+        }
+        out.push('\n');
+    }
+    if findings.failures.is_empty() {
+        out.push_str("No request failed.\n");
+    } else {
+        out.push_str("## Failures\n\n");
+        for failure in &findings.failures {
+            let _ = writeln!(out, "- {failure}");
+        }
+    }
+    out
+}
+
+fn m1_tables(out: &mut String, findings: &Findings) {
+    if findings.m1.is_empty() {
+        return;
+    }
+    let (warmup, measure) = findings.m1_seconds;
+    let _ = writeln!(
+        out,
+        "## M1: passthrough `tools/call echo`\n\n{warmup} s warm-up, then {measure} s measured per point. \
+         direct: 2025-11-25 on one initialized session; gateway: 2026-07-28; nginx: `proxy_pass` \
+         with an upstream keepalive pool of 128, `worker_processes {NGINX_WORKERS}`.\n\n\
+         CPU columns: CPU time (user + system) of the proxy (gateway, or nginx with its workers) \
+         and of the backend during the measured window, divided by the requests completed in it.\n\n\
+         | target | concurrency | requests/s | p50 (µs) | p99 (µs) | errors | proxy CPU per request (µs) | backend CPU per request (µs) |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let cpu = |value: Option<f64>| value.map_or_else(|| "–".to_owned(), |v| format!("{v:.0}"));
+    for point in &findings.m1 {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {} |",
+            point.target.label(),
+            point.concurrency,
+            point.stats.per_second(),
+            point.stats.p50_us(),
+            point.stats.p99_us(),
+            point.stats.errors,
+            cpu(point.proxy_cpu_us),
+            cpu(point.backend_cpu_us),
+        );
+    }
+    let find = |target: Target, concurrency: usize| {
+        findings
+            .m1
+            .iter()
+            .find(|p| p.target == target && p.concurrency == concurrency)
+            .map(|p| &p.stats)
+    };
+    let top = findings.m1.iter().map(|p| p.concurrency).max().unwrap_or(0);
+    let low = findings.m1.iter().map(|p| p.concurrency).min().unwrap_or(0);
+    out.push_str("\n| comparison | value |\n|---|---:|\n");
+    let throughput_ratio = |a: Option<&LoadStats>, b: Option<&LoadStats>| match (a, b) {
+        (Some(a), Some(b)) if b.per_second() > 0.0 => {
+            format!("{:.2}", a.per_second() / b.per_second())
+        }
+        _ => "n/a".to_owned(),
+    };
+    let added = |a: Option<&LoadStats>, b: Option<&LoadStats>| match (a, b) {
+        (Some(a), Some(b)) => format!("{:+} µs", a.p50_us() as i64 - b.p50_us() as i64),
+        _ => "n/a".to_owned(),
+    };
+    let gateway_top = find(Target::Gateway, top);
+    let _ = writeln!(
+        out,
+        "| throughput gateway / direct at c={top} | {} |",
+        throughput_ratio(gateway_top, find(Target::Direct, top))
+    );
+    let _ = writeln!(
+        out,
+        "| throughput gateway / nginx at c={top} | {} |",
+        throughput_ratio(gateway_top, find(Target::Nginx, top))
+    );
+    let _ = writeln!(
+        out,
+        "| median added latency, gateway vs direct at c={low} | {} |",
+        added(find(Target::Gateway, low), find(Target::Direct, low))
+    );
+    let _ = writeln!(
+        out,
+        "| median added latency, nginx vs direct at c={low} | {} |\n",
+        added(find(Target::Nginx, low), find(Target::Direct, low))
+    );
+}
+
+fn m2_table(out: &mut String, rows: &[M2Row]) {
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str(
+        "## M2: one elicitation round, concurrency 1\n\n\
+         The whole exchange: the call, the question, the answer and the result. Through the \
+         gateway that is two HTTP requests (`input_required`, then the retry with \
+         `inputResponses` and `requestState`); natively it is the call's SSE stream plus the \
+         POSTed answer.\n\n\
+         | path | exchanges | p50 (µs) | p99 (µs) | p50 / native | p99 / native | errors |\n\
+         |---|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let native = rows.first().map(|row| &row.stats);
+    for row in rows {
+        let ratio = |value: u64, base: Option<u64>| match base {
+            Some(base) if base > 0 => format!("{:.2}", value as f64 / base as f64),
+            _ => "n/a".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            row.label,
+            row.stats.completed,
+            row.stats.p50_us(),
+            row.stats.p99_us(),
+            ratio(row.stats.p50_us(), native.map(LoadStats::p50_us)),
+            ratio(row.stats.p99_us(), native.map(LoadStats::p99_us)),
+            row.stats.errors
+        );
+    }
+    out.push('\n');
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1}", kib as f64 / 1024.0)
+}
+
+fn m3_tables(out: &mut String, rows: &[M3Row]) {
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str(
+        "## M3: held rounds\n\n\
+         Each size runs on a fresh backend and gateway. Rounds are opened 64 at a time and stay \
+         held; each holds one backend session and one open SSE response on the backend.\n\n\
+         | held rounds | /status held_calls | opened in (s) | open p50 (µs) | open p99 (µs) | gateway RSS before (MiB) | gateway RSS held (MiB) | gateway KiB per held round | backend RSS before (MiB) | backend RSS held (MiB) | backend KiB per held round |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.1} | {} | {} | {} | {} | {:.1} | {} | {} | {:.1} |",
+            row.held,
+            row.confirmed_held
+                .map_or_else(|| "n/a".to_owned(), |n| n.to_string()),
+            row.opened.elapsed.as_secs_f64(),
+            row.opened.p50_us(),
+            row.opened.p99_us(),
+            mib(row.gateway_rss_before_kib),
+            mib(row.gateway_rss_after_kib),
+            row.gateway_kib_per_round(),
+            mib(row.backend_rss_before_kib),
+            mib(row.backend_rss_after_kib),
+            row.backend_kib_per_round(),
+        );
+    }
+    out.push_str(
+        "\n| held rounds | retried (sample) | retry concurrency | retry p50 (µs) | retry p99 (µs) | open errors | retry errors | gateway exit after SIGTERM (s) |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            row.held,
+            row.retries.completed,
+            row.retry_concurrency,
+            row.retries.p50_us(),
+            row.retries.p99_us(),
+            row.opened.errors,
+            row.retries.errors,
+            row.gateway_exit.map_or_else(
+                || "killed".to_owned(),
+                |d| format!("{:.2}", d.as_secs_f64())
+            ),
+        );
+    }
+    out.push('\n');
+}
+
+fn m4_table(out: &mut String, m4: &M4Results) {
+    let range = |values: &[u64]| {
+        format!(
+            "{}–{}",
+            values.iter().min().copied().unwrap_or(0),
+            values.iter().max().copied().unwrap_or(0)
+        )
+    };
+    let _ = writeln!(
+        out,
+        "## M4: stdio pool, first `tools/call` after start\n\n\
+         The gateway's own demo backend over stdio, a fresh gateway per run. Cold: `min_idle = 0`, \
+         no admin listener, so the first call starts the child. Warm: `min_idle = 1`, first call \
+         after `/readyz` is 200.\n\n\
+         | pool | runs | first call median (µs) | first call range (µs) | second call median (µs) |\n\
+         |---|---:|---:|---:|---:|\n\
+         | cold (min_idle = 0) | {} | {} | {} | {} |\n\
+         | warm (min_idle = 1) | {} | {} | {} | {} |\n",
+        m4.cold_first_us.len(),
+        median(&m4.cold_first_us),
+        range(&m4.cold_first_us),
+        median(&m4.cold_second_us),
+        m4.warm_first_us.len(),
+        median(&m4.warm_first_us),
+        range(&m4.warm_first_us),
+        median(&m4.warm_second_us),
+    );
+}
+
+/// The 1, 5 and 15 minute load averages: other work on the machine skews every number.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_else(|_| "unknown".to_owned())
+}

@@ -1,0 +1,157 @@
+//! One elicitation exchange, both ways it can be done, plus the small admin-endpoint reads.
+//!
+//! - Through the gateway (2026-07-28): `tools/call elicit` answers `input_required`; the retry
+//!   carries `inputResponses` and the echoed `requestState` and gets the result. The two halves
+//!   are separate ([`open_round`], [`finish_round`]) so that rounds can be held in between.
+//! - Natively on the backend (2025-11-25): `tools/call elicit` opens an SSE stream whose first
+//!   event is `elicitation/create`; the answer is POSTed on the same session and the result
+//!   arrives on the stream ([`native_round`]).
+//!
+//! Each function checks what it gets, so a wrong answer counts as an error.
+
+use http::{HeaderValue, Request, StatusCode, Uri};
+use http_body_util::Full;
+use serde_json::{json, Value};
+
+use crate::wire::{
+    exchange, first_text, json_exchange, legacy_post, legacy_tool_call, modern_post,
+    modern_tool_call, result_of, send, HttpClient, SseReader,
+};
+use crate::BenchResult;
+
+const ELICIT_TOOL: &str = "elicit";
+const ANSWERED_NAME: &str = "bench";
+const EXPECTED_GREETING: &str = "Hello, bench!";
+
+fn accepted_answer() -> Value {
+    json!({"action": "accept", "content": {"name": ANSWERED_NAME}})
+}
+
+/// A call the gateway holds: the first request and what its retry must echo.
+pub struct HeldRound {
+    first: Value,
+    key: String,
+    state: String,
+}
+
+/// Sends the first `tools/call elicit` and returns the held round.
+pub async fn open_round(client: &HttpClient, uri: &Uri, id: u64) -> BenchResult<HeldRound> {
+    let first = modern_tool_call(id, ELICIT_TOOL, json!({}), json!({"elicitation": {}}));
+    let request = modern_post(uri, "tools/call", Some(ELICIT_TOOL), first.to_string())?;
+    let message = json_exchange(client, request).await?;
+    let round = result_of(&message)?;
+    if round["resultType"] != "input_required" {
+        return Err(format!("expected input_required, got {round}").into());
+    }
+    let state = round["requestState"]
+        .as_str()
+        .ok_or("input_required without requestState")?
+        .to_owned();
+    let key = round["inputRequests"]
+        .as_object()
+        .and_then(|requests| {
+            requests
+                .iter()
+                .find(|(_, request)| request["method"] == "elicitation/create")
+        })
+        .map(|(key, _)| key.clone())
+        .ok_or("input_required without an elicitation/create")?;
+    Ok(HeldRound { first, key, state })
+}
+
+/// Retries a held round with its answer and checks the final result. The retry's id is the
+/// first request's plus one.
+pub async fn finish_round(client: &HttpClient, uri: &Uri, round: &HeldRound) -> BenchResult<()> {
+    let mut retry = round.first.clone();
+    retry["id"] = json!(round.first["id"].as_u64().unwrap_or_default() + 1);
+    retry["params"]["inputResponses"] = json!({ round.key.as_str(): accepted_answer() });
+    retry["params"]["requestState"] = json!(round.state);
+    let request = modern_post(uri, "tools/call", Some(ELICIT_TOOL), retry.to_string())?;
+    let message = json_exchange(client, request).await?;
+    let result = result_of(&message)?;
+    if result["resultType"] != "complete" || first_text(result) != EXPECTED_GREETING {
+        return Err(format!("unexpected final result {result}").into());
+    }
+    Ok(())
+}
+
+/// The whole exchange through the gateway.
+pub async fn gateway_round(client: &HttpClient, uri: &Uri, id: u64) -> BenchResult<()> {
+    let round = open_round(client, uri, id).await?;
+    finish_round(client, uri, &round).await
+}
+
+/// The same exchange as a 2025-11-25 client does it, directly on the backend.
+pub async fn native_round(
+    client: &HttpClient,
+    uri: &Uri,
+    session: &HeaderValue,
+    id: u64,
+) -> BenchResult<()> {
+    let call = legacy_tool_call(id, ELICIT_TOOL, json!({}));
+    let response = send(client, legacy_post(uri, Some(session), call.to_string())?).await?;
+    if response.status() != StatusCode::OK {
+        return Err(format!("tools/call elicit: HTTP {}", response.status()).into());
+    }
+    let mut events = SseReader::new(response.into_body());
+    let ask = events
+        .next_message()
+        .await?
+        .ok_or("stream ended before elicitation/create")?;
+    if ask["method"] != "elicitation/create" {
+        return Err(format!("expected elicitation/create, got {ask}").into());
+    }
+    let answer = json!({"jsonrpc": "2.0", "id": ask["id"], "result": accepted_answer()});
+    let (status, _, _) =
+        exchange(client, legacy_post(uri, Some(session), answer.to_string())?).await?;
+    if status != StatusCode::ACCEPTED {
+        return Err(format!("answer POST: HTTP {status}").into());
+    }
+    let done = events
+        .next_message()
+        .await?
+        .ok_or("stream ended before the result")?;
+    if done["id"] != json!(id) || first_text(result_of(&done)?) != EXPECTED_GREETING {
+        return Err(format!("unexpected final message {done}").into());
+    }
+    Ok(())
+}
+
+/// GET on an admin path; returns the status and the body.
+pub async fn admin_get(
+    client: &HttpClient,
+    admin: std::net::SocketAddr,
+    path: &str,
+) -> BenchResult<(StatusCode, String)> {
+    let request = Request::get(format!("http://{admin}{path}")).body(Full::default())?;
+    let (status, _, body) = exchange(client, request).await?;
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// Held calls according to the gateway's `/status`.
+pub async fn held_calls(client: &HttpClient, admin: std::net::SocketAddr) -> BenchResult<u64> {
+    let (status, body) = admin_get(client, admin, "/status").await?;
+    if status != StatusCode::OK {
+        return Err(format!("/status: HTTP {status}").into());
+    }
+    let status: Value = serde_json::from_str(&body)?;
+    status["held_calls"]
+        .as_u64()
+        .ok_or_else(|| format!("/status without held_calls: {body}").into())
+}
+
+/// Polls `/readyz` until it answers 200, for at most `limit`.
+pub async fn wait_ready(
+    client: &HttpClient,
+    admin: std::net::SocketAddr,
+    limit: std::time::Duration,
+) -> BenchResult<()> {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if let Ok((StatusCode::OK, _)) = admin_get(client, admin, "/readyz").await {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    Err(format!("gateway not ready within {limit:?}").into())
+}

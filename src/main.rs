@@ -7,12 +7,6 @@ use clap::{Parser, Subcommand};
 use mrtr_gateway::config::Config;
 use mrtr_gateway::telemetry::{self, LogFormat};
 
-/// Every request builds and drops many small JSON values; mimalloc serves them with
-/// thread-local free lists (about a fifth of the instructions per forwarded call went to the
-/// system allocator).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "mrtr-gateway",

@@ -336,10 +336,27 @@ impl Session {
         capabilities: Value,
         slot: Option<OwnedSemaphorePermit>,
     ) -> Result<Self, BackendError> {
+        let number = SESSION_NUMBERS.fetch_add(1, Ordering::Relaxed);
+        // A session outlives the request that started it: its span has no parent.
+        let span = tracing::info_span!(parent: None, "backend_session", backend = %spec.name, session = number);
+        tracing::Instrument::instrument(
+            Self::start(spec, capabilities, slot, number, span.clone()),
+            span,
+        )
+        .await
+    }
+
+    async fn start(
+        spec: &BackendSpec,
+        capabilities: Value,
+        slot: Option<OwnedSemaphorePermit>,
+        number: u64,
+        span: tracing::Span,
+    ) -> Result<Self, BackendError> {
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         let transport = Transport::connect(spec, tx).await?;
         let core = Arc::new(SessionCore {
-            number: SESSION_NUMBERS.fetch_add(1, Ordering::Relaxed),
+            number,
             backend: spec.name.clone(),
             transport,
             next_id: AtomicU64::new(1),
@@ -349,7 +366,10 @@ impl Session {
             unsolicited: spec.config.unsolicited,
             static_roots: serde_json::to_value(&spec.config.static_roots).unwrap_or_default(),
         });
-        let reader = tokio::spawn(read_loop(core.clone(), rx));
+        let reader = tokio::spawn(tracing::Instrument::instrument(
+            read_loop(core.clone(), rx),
+            span,
+        ));
         let now = Instant::now();
         let session = Self {
             core,

@@ -389,7 +389,9 @@ impl Gateway {
             route = %path,
             method = tracing::field::Empty,
             tool = tracing::field::Empty,
+            round = tracing::field::Empty,
             outcome = tracing::field::Empty,
+            duration_ms = tracing::field::Empty,
         );
         let response =
             tracing::Instrument::instrument(self.handle_route_answer(route, request), span.clone())
@@ -417,12 +419,13 @@ impl Gateway {
         if let Some(len) = http_body::Body::size_hint(response.body()).exact() {
             self.metrics.response_bytes.inc_by(len);
         }
+        let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
         span.record("method", labels.method);
         span.record("outcome", labels.outcome);
+        span.record("duration_ms", duration_ms);
         tracing::debug!(
             parent: &span,
             status = response.status().as_u16(),
-            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
             "request answered"
         );
         response

@@ -256,20 +256,25 @@ impl Bridge {
     ) -> mpsc::Receiver<Event> {
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         let bridge = self.clone();
-        self.tasks.spawn(async move {
-            let resumed = record.is_some();
-            let outcome = tokio::select! {
-                outcome = bridge.run(driver, binding, resumed, &tx) => outcome,
-                _ = tx.closed(), if cancel_on_disconnect => return,
-            };
-            if let Some(record) = &record {
-                record.outcome.send_replace(Some(outcome.clone()));
-            }
-            let delivered = tx.send(Event::Done(outcome)).await.is_ok();
-            if let Some(record) = record {
-                record.delivered.store(delivered, Ordering::Release);
-            }
-        });
+        // The call's logs and the round it reaches belong to the request that drives it.
+        let request_span = tracing::Span::current();
+        self.tasks.spawn(tracing::Instrument::instrument(
+            async move {
+                let resumed = record.is_some();
+                let outcome = tokio::select! {
+                    outcome = bridge.run(driver, binding, resumed, &tx) => outcome,
+                    _ = tx.closed(), if cancel_on_disconnect => return,
+                };
+                if let Some(record) = &record {
+                    record.outcome.send_replace(Some(outcome.clone()));
+                }
+                let delivered = tx.send(Event::Done(outcome)).await.is_ok();
+                if let Some(record) = record {
+                    record.delivered.store(delivered, Ordering::Release);
+                }
+            },
+            request_span,
+        ));
         rx
     }
 
@@ -366,6 +371,7 @@ impl Bridge {
             result.insert("inputRequests".into(), Value::Object(requests));
         }
         result.insert("requestState".into(), json!(token));
+        tracing::Span::current().record("round", round);
         tracing::debug!(method = %binding.method, round, "call held for input");
         self.held.insert(
             held_id,
@@ -426,6 +432,7 @@ impl Bridge {
         if payload.round > self.config.max_rounds {
             return Err(reject(StateRejection::RoundLimit));
         }
+        tracing::Span::current().record("round", payload.round);
         let answers_digest =
             state::hex_digest(Value::Object(answers.clone()).to_string().as_bytes());
         match self.redemptions.entry(payload.held_id.clone()) {

@@ -60,6 +60,8 @@ async fn request_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     use prost::Message;
     use tokio::sync::mpsc;
 
+    use crate::support::modern_client::answer_only_input;
+
     // The receiver: OTLP/HTTP protobuf on /v1/traces, every body handed to the test.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
@@ -103,6 +105,27 @@ async fn request_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     )
     .await;
     traced_echo(&gateway.url).await;
+    let caps: ClientCapabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
+    let ask = modern_request(2, "tools/call", json!({"name": "ask_name"}), &caps);
+    let round = post_raw(&gateway.url, &ask).await;
+    assert_eq!(
+        round.result().expect("a round")["resultType"],
+        "input_required",
+        "{}",
+        round.body
+    );
+    // Answered, so nothing is held and the drain at shutdown is immediate.
+    let retry = answer_only_input(
+        &ask,
+        json!(3),
+        round.result().expect("a round"),
+        json!({"action": "accept", "content": {"name": "Ada"}}),
+    );
+    let done = post_raw(&gateway.url, &retry).await;
+    assert_eq!(
+        done.result().expect("a result")["content"][0]["text"],
+        "Hello, Ada!"
+    );
     // Shutdown flushes whatever the batch processor still holds.
     let (status, log) = gateway.stop().await;
     assert!(status.is_some_and(|s| s.success()), "{status:?}\n{log}");
@@ -132,6 +155,8 @@ async fn request_spans_reach_an_otlp_receiver_in_the_callers_trace() {
             .and_then(|a| a.value.as_ref())
             .and_then(|v| match &v.value {
                 Some(AnyValue::StringValue(s)) => Some(s.clone()),
+                Some(AnyValue::IntValue(n)) => Some(n.to_string()),
+                Some(AnyValue::DoubleValue(x)) => Some(x.to_string()),
                 _ => None,
             })
     };
@@ -149,6 +174,32 @@ async fn request_spans_reach_an_otlp_receiver_in_the_callers_trace() {
         "the caller's span"
     );
     assert!(call.end_time_unix_nano > call.start_time_unix_nano);
+    assert!(attribute(call, "duration_ms").is_some());
+
+    let asked: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "request" && attribute(s, "tool").as_deref() == Some("ask_name"))
+        .map(|s| (attribute(s, "outcome"), attribute(s, "round")))
+        .collect();
+    let expected = |outcome: &str| (Some(outcome.to_string()), Some("1".to_string()));
+    assert!(
+        asked.contains(&expected("input_required")),
+        "the first call records the round it opens: {asked:?}"
+    );
+    assert!(
+        asked.contains(&expected("ok")),
+        "the retry records the round it answers: {asked:?}"
+    );
+
+    let session = spans
+        .iter()
+        .find(|s| s.name == "backend_session")
+        .unwrap_or_else(|| panic!("a backend session span was exported; got {spans:?}"));
+    assert_eq!(attribute(session, "backend").as_deref(), Some("demo"));
+    assert!(
+        session.parent_span_id.is_empty(),
+        "a session span has no parent"
+    );
     assert!(
         service_names.iter().any(|n| n.contains("mrtr-gateway")),
         "service.name: {service_names:?}"

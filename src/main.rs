@@ -131,7 +131,8 @@ fn main() -> ExitCode {
         Some(Command::DemoBackend) => "warn",
         _ => "info",
     };
-    let telemetry = telemetry::init(cli.log_format, default_level);
+    let serving = matches!(cli.command, None | Some(Command::Serve));
+    let telemetry = telemetry::init(cli.log_format, default_level, serving);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

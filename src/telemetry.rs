@@ -61,9 +61,11 @@ fn otlp_requested() -> bool {
         .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
 }
 
-/// Installs the global subscriber. Must run before the async runtime starts (see
-/// [`Telemetry::shutdown`]).
-pub fn init(format: LogFormat, default_level: &str) -> Telemetry {
+/// Installs the global subscriber; with `export`, also the OTLP exporter when one is configured
+/// (the server exports; other subcommands, and stdio children that inherit the environment, do
+/// not). Must run before the async runtime starts (see [`Telemetry::shutdown`]).
+pub fn init(format: LogFormat, default_level: &str, export: bool) -> Telemetry {
+    // `RUST_LOG` filters the log lines only: what is exported does not depend on it.
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let fmt = tracing_subscriber::fmt::layer()
@@ -73,11 +75,12 @@ pub fn init(format: LogFormat, default_level: &str) -> Telemetry {
         LogFormat::Text => fmt.boxed(),
         LogFormat::Json => fmt.json().boxed(),
     };
-    let registry = tracing_subscriber::registry().with(filter).with(fmt);
+    let registry = tracing_subscriber::registry().with(fmt.with_filter(filter));
+    let export = export && otlp_requested();
 
     #[cfg(feature = "otlp")]
     {
-        let (tracer, provider) = match otlp_requested().then(otlp::pipeline) {
+        let (tracer, provider) = match export.then(otlp::pipeline) {
             Some(Ok((tracer, provider))) => (Some(tracer), Some(provider)),
             Some(Err(e)) => {
                 eprintln!("mrtr-gateway: OTLP exporter not started: {e}");
@@ -87,10 +90,15 @@ pub fn init(format: LogFormat, default_level: &str) -> Telemetry {
         };
         // Without context activation a span stays a builder until it closes, so the caller's
         // trace, known only once the body is parsed, can still become its parent.
+        // Only the gateway's own spans: events would pile up inside long-lived spans (a backend
+        // session's) until they close.
         let layer = tracer.map(|tracer| {
             tracing_opentelemetry::layer()
                 .with_tracer(tracer)
                 .with_context_activation(false)
+                .with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+                    meta.is_span() && meta.target().starts_with(env!("CARGO_CRATE_NAME"))
+                }))
         });
         registry.with(layer).init();
         Telemetry { provider }
@@ -98,7 +106,7 @@ pub fn init(format: LogFormat, default_level: &str) -> Telemetry {
     #[cfg(not(feature = "otlp"))]
     {
         registry.init();
-        if otlp_requested() {
+        if export {
             tracing::warn!(
                 "OTEL_EXPORTER_OTLP_ENDPOINT is set but this build has no OTLP exporter \
                  (cargo feature `otlp`); spans are not exported"

@@ -584,6 +584,11 @@ impl ActiveCall {
         event
     }
 
+    /// The session stopped delivering: no event is buffered and none can come.
+    pub fn events_closed(&self) -> bool {
+        self.events.is_closed() && self.events.is_empty()
+    }
+
     /// An event that already arrived, without waiting.
     pub fn try_next_event(&mut self) -> Option<CallEvent> {
         let event = self.events.try_recv().ok()?;

@@ -38,6 +38,9 @@ pub enum Step {
     },
 }
 
+/// Events taken without waiting once the settle window is over, before the round is handed out.
+const SETTLED_DRAIN_LIMIT: usize = 64;
+
 /// What one front request declared that shapes what it may see.
 #[derive(Debug, Clone, Default)]
 pub struct RequestScope {
@@ -331,6 +334,7 @@ impl CallDriver {
     }
 
     pub async fn next_step(&mut self) -> Step {
+        let mut drained = 0;
         loop {
             let wake = [
                 Some(self.deadline),
@@ -347,17 +351,23 @@ impl CallDriver {
                 }
                 continue;
             }
-            if let Some(event) = self.call.try_next_event() {
-                if let Some(step) = self.on_event(event) {
-                    return step;
-                }
-                continue;
-            }
             // A settle window that is over (or zero) needs no timer, whose millisecond
-            // granularity would add up to a millisecond to the round.
+            // granularity would add up to a millisecond to the round: take what already arrived
+            // (a bounded number of events) and hand out the round. A closed call goes on to the
+            // wait below, which reports why it ended.
             if !self.outstanding.is_empty()
                 && self.settle_deadline.is_some_and(|d| d <= Instant::now())
+                && !self.call.events_closed()
             {
+                if drained < SETTLED_DRAIN_LIMIT {
+                    if let Some(event) = self.call.try_next_event() {
+                        drained += 1;
+                        if let Some(step) = self.on_event(event) {
+                            return step;
+                        }
+                        continue;
+                    }
+                }
                 return Step::InputRequired;
             }
             let event = tokio::select! {

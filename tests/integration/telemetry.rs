@@ -67,9 +67,11 @@ async fn request_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let (exports, mut received) = mpsc::unbounded_channel::<(String, Bytes)>();
     let receiver = tokio::spawn(async move {
+        // Connection tasks end with the receiver (aborted at the end of the test).
+        let mut connections = tokio::task::JoinSet::new();
         while let Ok((stream, _)) = listener.accept().await {
             let exports = exports.clone();
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 let service = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
                     let exports = exports.clone();
                     async move {

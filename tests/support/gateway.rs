@@ -1,5 +1,6 @@
 //! Starts the gateway in-process in front of the legacy test backend (`legacy_backend` example,
-//! a 2025-11-25 rmcp server) over stdio or Streamable HTTP, and reads what the backend received.
+//! a 2025-11-25 rmcp server) over stdio or Streamable HTTP, and reads what the backend received;
+//! [`GatewayProcess`] runs the gateway binary itself, as a user does.
 
 #![allow(dead_code)]
 
@@ -274,9 +275,17 @@ impl GatewayProcess {
     /// `serving` line.
     pub async fn start(args: &[&str], env: &[(&str, &str)]) -> GatewayProcess {
         let mut command = Command::new(env!("CARGO_BIN_EXE_mrtr-gateway"));
+        command.args(args);
+        // Only what the test sets: the caller's logging and tracing settings would change
+        // what the binary prints and exports.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name == "RUST_LOG" || name.starts_with("OTEL_") || name.starts_with("MRTR_GATEWAY_")
+            {
+                command.env_remove(name.as_ref());
+            }
+        }
         command
-            .args(args)
-            .env_remove("MRTR_GATEWAY_CONFIG")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true);

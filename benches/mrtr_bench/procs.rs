@@ -260,15 +260,7 @@ impl GatewayProcess {
                     _dir: dir,
                 });
             }
-            if let Err(error) = guard.check_running() {
-                return Err(format!("{error}; its log:\n{}", tail(&text)).into());
-            }
-            if Instant::now() > deadline {
-                return Err(
-                    format!("gateway did not start in time; its log:\n{}", tail(&text)).into(),
-                );
-            }
-            std::thread::sleep(POLL_INTERVAL);
+            wait_for_start(&mut guard, deadline, "gateway", &text)?;
         }
     }
 
@@ -288,6 +280,24 @@ fn address_after(text: &str, marker: &str) -> Option<SocketAddr> {
     let rest = &line[line.find(marker)? + marker.len()..];
     let end = rest.find(['/', ' ', ')']).unwrap_or(rest.len());
     rest[..end].parse().ok()
+}
+
+/// One poll of a process that has not announced its address yet: fails, with the end of its
+/// log, if it exited or the deadline passed; otherwise waits a moment.
+fn wait_for_start(
+    guard: &mut ChildGuard,
+    deadline: Instant,
+    what: &str,
+    log: &str,
+) -> BenchResult<()> {
+    if let Err(error) = guard.check_running() {
+        return Err(format!("{what}: {error}; its log:\n{}", tail(log)).into());
+    }
+    if Instant::now() > deadline {
+        return Err(format!("{what} did not start in time; its log:\n{}", tail(log)).into());
+    }
+    std::thread::sleep(POLL_INTERVAL);
+    Ok(())
 }
 
 fn tail(text: &str) -> String {
@@ -326,7 +336,7 @@ pub fn nginx_version(nginx: &Path) -> String {
 /// prefix.
 pub struct NginxProcess {
     /// Stops nginx (and with it its workers) when dropped.
-    _guard: ChildGuard,
+    guard: ChildGuard,
     pub addr: SocketAddr,
     _dir: TempDir,
 }
@@ -403,21 +413,13 @@ impl NginxProcess {
         loop {
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                 return Ok(Self {
-                    _guard: guard,
+                    guard,
                     addr,
                     _dir: dir,
                 });
             }
             let log = fs::read_to_string(&error_log).unwrap_or_default();
-            if let Err(error) = guard.check_running() {
-                return Err(format!("nginx: {error}; error log:\n{}", tail(&log)).into());
-            }
-            if Instant::now() > deadline {
-                return Err(
-                    format!("nginx did not start in time; error log:\n{}", tail(&log)).into(),
-                );
-            }
-            std::thread::sleep(POLL_INTERVAL);
+            wait_for_start(&mut guard, deadline, "nginx", &log)?;
         }
     }
 
@@ -427,7 +429,7 @@ impl NginxProcess {
 
     /// The master process (its workers are its children).
     pub fn pid(&self) -> u32 {
-        self._guard.pid()
+        self.guard.pid()
     }
 }
 

@@ -7,6 +7,10 @@ use clap::{Parser, Subcommand};
 use mrtr_gateway::config::Config;
 use mrtr_gateway::telemetry::{self, LogFormat};
 
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "mrtr-gateway",
@@ -145,7 +149,7 @@ fn main() -> ExitCode {
     };
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
-            if telemetry.exporting() {
+            if telemetry::exporting() {
                 tracing::info!("request spans are exported over OTLP");
             }
             let code = runtime.block_on(serve(cli.config, cli.listen));

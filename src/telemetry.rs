@@ -5,6 +5,8 @@
 //! The request span joins the caller's W3C trace (`traceparent` from `_meta`, else from the HTTP
 //! headers), so the gateway appears as one hop in the client's trace.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde_json::{Map, Value};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -15,6 +17,14 @@ pub const OTLP_ENDPOINT_VARS: &[&str] = &[
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 ];
+
+/// Set once the exporter runs: spans leave the process.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans are exported (the OTLP exporter runs in this process).
+pub fn exporting() -> bool {
+    EXPORTING.load(Ordering::Relaxed)
+}
 
 /// Log line format on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -31,18 +41,6 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Whether spans are exported.
-    pub fn exporting(&self) -> bool {
-        #[cfg(feature = "otlp")]
-        {
-            self.provider.is_some()
-        }
-        #[cfg(not(feature = "otlp"))]
-        {
-            false
-        }
-    }
-
     /// Flushes and stops the exporter. Call outside the async runtime: the OTLP HTTP client is a
     /// blocking one that runs on the exporter's own thread.
     pub fn shutdown(self) {
@@ -101,6 +99,7 @@ pub fn init(format: LogFormat, default_level: &str, export: bool) -> Telemetry {
                 }))
         });
         registry.with(layer).init();
+        EXPORTING.store(provider.is_some(), Ordering::Relaxed);
         Telemetry { provider }
     }
     #[cfg(not(feature = "otlp"))]

@@ -1,5 +1,5 @@
 //! `mrtr-bench`, the gateway's macro benchmark:
-//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR]`.
+//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4]`.
 //!
 //! Everything runs on loopback, every loop is bounded by a duration or a count, and every
 //! process the benchmark starts is stopped by its PID when its guard is dropped.
@@ -45,12 +45,51 @@ use report::Findings;
 /// Errors of the harness: anything that can be shown to a person.
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-const USAGE: &str = "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR]";
+const USAGE: &str =
+    "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4]";
 const DEFAULT_OUT_DIR: &str = "target/mrtr-bench";
 
 struct Options {
     smoke: bool,
     out_dir: PathBuf,
+    scenarios: Scenarios,
+}
+
+/// The scenarios a run includes (all unless `--only` names some).
+#[derive(Clone, Copy)]
+struct Scenarios {
+    m1: bool,
+    m2: bool,
+    m3: bool,
+    m4: bool,
+}
+
+impl Scenarios {
+    const ALL: Self = Self {
+        m1: true,
+        m2: true,
+        m3: true,
+        m4: true,
+    };
+
+    fn parse(list: &str) -> Result<Self, String> {
+        let mut chosen = Self {
+            m1: false,
+            m2: false,
+            m3: false,
+            m4: false,
+        };
+        for name in list.split(',').map(str::trim) {
+            match name.to_ascii_lowercase().as_str() {
+                "m1" => chosen.m1 = true,
+                "m2" => chosen.m2 = true,
+                "m3" => chosen.m3 = true,
+                "m4" => chosen.m4 = true,
+                other => return Err(format!("--only: unknown scenario {other:?}\n{USAGE}")),
+            }
+        }
+        Ok(chosen)
+    }
 }
 
 enum Invocation {
@@ -64,6 +103,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Invocation, Stri
     let mut options = Options {
         smoke: false,
         out_dir: PathBuf::from(DEFAULT_OUT_DIR),
+        scenarios: Scenarios::ALL,
     };
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -73,6 +113,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Invocation, Stri
             }
             "--smoke" => options.smoke = true,
             "--out" => options.out_dir = args.next().ok_or("--out needs a directory")?.into(),
+            "--only" => {
+                options.scenarios = Scenarios::parse(&args.next().ok_or("--only needs a list")?)?
+            }
             // `cargo bench` passes this to every bench binary.
             "--bench" => {}
             "-h" | "--help" => return Ok(Invocation::Help),
@@ -206,12 +249,21 @@ async fn run(options: Options) -> ExitCode {
             .push("nginx is not installed: M1 ran without the nginx target".to_owned());
     }
 
-    if let Err(error) = passthrough_and_rounds(&plan, nginx.as_deref(), &mut findings).await {
-        findings
-            .failures
-            .push(format!("M1/M2 did not complete: {error}"));
+    let scenarios = options.scenarios;
+    if scenarios.m1 || scenarios.m2 {
+        let nginx = nginx.as_deref().filter(|_| scenarios.m1);
+        if let Err(error) = passthrough_and_rounds(&plan, scenarios, nginx, &mut findings).await {
+            findings
+                .failures
+                .push(format!("M1/M2 did not complete: {error}"));
+        }
     }
-    for &size in &plan.m3.sizes {
+    let m3_sizes = if scenarios.m3 {
+        &plan.m3.sizes[..]
+    } else {
+        &[]
+    };
+    for &size in m3_sizes {
         eprintln!("mrtr-bench: M3 with {size} held rounds");
         match m3_capacity::run_one(&plan.m3, size).await {
             Ok(row) => findings.m3.push(row),
@@ -220,12 +272,14 @@ async fn run(options: Options) -> ExitCode {
             )),
         }
     }
-    eprintln!("mrtr-bench: M4 stdio pool");
-    match m4_stdio_pool::run(&plan.m4).await {
-        Ok(results) => findings.m4 = Some(results),
-        Err(error) => findings
-            .failures
-            .push(format!("M4 did not complete: {error}")),
+    if scenarios.m4 {
+        eprintln!("mrtr-bench: M4 stdio pool");
+        match m4_stdio_pool::run(&plan.m4).await {
+            Ok(results) => findings.m4 = Some(results),
+            Err(error) => findings
+                .failures
+                .push(format!("M4 did not complete: {error}")),
+        }
     }
     findings.notes.push(format!(
         "nginx runs `worker_processes {}` (one worker per core), like the gateway's Tokio runtime (one worker thread per core).",
@@ -265,6 +319,7 @@ async fn run(options: Options) -> ExitCode {
 /// M1 and M2 share one backend, one gateway and nginx; M2 adds a gateway with no settle window.
 async fn passthrough_and_rounds(
     plan: &Plan,
+    scenarios: Scenarios,
     nginx: Option<&Path>,
     findings: &mut Findings,
 ) -> BenchResult<()> {
@@ -286,17 +341,22 @@ async fn passthrough_and_rounds(
         },
         None => None,
     };
-    eprintln!("mrtr-bench: M1 passthrough");
-    let targets = m1_passthrough::Targets {
-        direct: backend.url(),
-        gateway: gateway.url(),
-        nginx: nginx.as_ref().map(NginxProcess::url),
-        backend_pid: backend.guard.pid(),
-        gateway_pid: gateway.guard.pid(),
-        nginx_pid: nginx.as_ref().map(NginxProcess::pid),
-    };
-    findings.m1 = m1_passthrough::run(&plan.m1, &targets).await?;
+    if scenarios.m1 {
+        eprintln!("mrtr-bench: M1 passthrough");
+        let targets = m1_passthrough::Targets {
+            direct: backend.url(),
+            gateway: gateway.url(),
+            nginx: nginx.as_ref().map(NginxProcess::url),
+            backend_pid: backend.guard.pid(),
+            gateway_pid: gateway.guard.pid(),
+            nginx_pid: nginx.as_ref().map(NginxProcess::pid),
+        };
+        findings.m1 = m1_passthrough::run(&plan.m1, &targets).await?;
+    }
     drop(nginx);
+    if !scenarios.m2 {
+        return Ok(());
+    }
 
     eprintln!("mrtr-bench: M2 elicitation round");
     findings

@@ -8,8 +8,10 @@
 //! notifications only there. HTTP 404 on a request that carried the session id means the session
 //! is gone. Shutdown sends DELETE.
 //!
-//! Tasks: one writer task owns the POSTs it starts and the GET stream; all end with the transport.
+//! Tasks: a request is POSTed in its own task, owned by the transport; one writer task posts
+//! the other messages in order and owns the GET stream. All end with the transport.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -79,6 +81,11 @@ pub struct HttpTransport {
     shared: Arc<Shared>,
     outbox: Outbox<Outgoing>,
     writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Requests POSTed straight from `send` (nothing one-way was queued before them).
+    requests: Mutex<JoinSet<()>>,
+    /// One-way messages queued for the writer and not posted yet: a request sent meanwhile
+    /// queues behind them.
+    one_way_queued: Arc<AtomicUsize>,
 }
 
 enum Outgoing {
@@ -120,16 +127,40 @@ impl HttpTransport {
             inbound,
         });
         let (outbox, outgoing) = mpsc::unbounded_channel();
-        let writer = tokio::spawn(write_loop(shared.clone(), outgoing));
+        let one_way_queued = Arc::new(AtomicUsize::new(0));
+        let writer = tokio::spawn(write_loop(shared.clone(), outgoing, one_way_queued.clone()));
         Ok(Self {
             shared,
             outbox: Outbox::new(outbox),
             writer: Mutex::new(Some(writer)),
+            requests: Mutex::new(JoinSet::new()),
+            one_way_queued,
         })
     }
 
+    /// A request is POSTed at once, in its own task, unless a one-way message is still queued
+    /// (it must land first, e.g. `notifications/initialized`); everything else goes through
+    /// the writer, in order.
     pub fn send(&self, message: Value) -> Result<(), BackendError> {
-        self.outbox.send(Outgoing::Message(message))
+        if !is_request(&message) {
+            self.one_way_queued.fetch_add(1, Ordering::AcqRel);
+            let queued = self.outbox.send(Outgoing::Message(message));
+            if queued.is_err() {
+                self.one_way_queued.fetch_sub(1, Ordering::AcqRel);
+            }
+            return queued;
+        }
+        if self.one_way_queued.load(Ordering::Acquire) > 0 {
+            return self.outbox.send(Outgoing::Message(message));
+        }
+        if self.outbox.is_closed() {
+            return Err(BackendError::Closed("transport shut down".into()));
+        }
+        let mut requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        // Reap what has finished, so the set holds only requests in flight.
+        while requests.try_join_next().is_some() {}
+        requests.spawn(post_request(self.shared.clone(), message));
+        Ok(())
     }
 
     pub fn initialized(&self, protocol_version: &str) {
@@ -155,6 +186,10 @@ impl HttpTransport {
                 writer.abort();
             }
         }
+        self.requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .abort_all();
         if self.shared.session_id().is_some() {
             let request = self.shared.request(Method::DELETE, Bytes::new(), None);
             if let Ok(request) = request {
@@ -183,20 +218,28 @@ impl Drop for HttpTransport {
     }
 }
 
-/// Owns every task of the transport: POSTs that wait for answers and the GET stream. Messages
-/// that carry no request are posted in order, one after another, so `notifications/initialized`
-/// lands before the next request.
-async fn write_loop(shared: Arc<Shared>, mut outgoing: mpsc::UnboundedReceiver<Outgoing>) {
+fn is_request(message: &Value) -> bool {
+    message.get("method").is_some() && message.get("id").is_some()
+}
+
+/// Owns the GET stream and the requests queued behind a one-way message. Messages that carry no
+/// request are posted in order, one after another, so `notifications/initialized` lands before
+/// the next request.
+async fn write_loop(
+    shared: Arc<Shared>,
+    mut outgoing: mpsc::UnboundedReceiver<Outgoing>,
+    one_way_queued: Arc<AtomicUsize>,
+) {
     let mut tasks = JoinSet::new();
     loop {
         tokio::select! {
             item = outgoing.recv() => match item {
                 Some(Outgoing::Message(message)) => {
-                    let is_request = message.get("method").is_some() && message.get("id").is_some();
-                    if is_request {
+                    if is_request(&message) {
                         tasks.spawn(post_request(shared.clone(), message));
                     } else {
                         post_one_way(&shared, &message).await;
+                        one_way_queued.fetch_sub(1, Ordering::AcqRel);
                     }
                 }
                 Some(Outgoing::OpenStandaloneStream) => {

@@ -127,45 +127,47 @@ fn strip_port(host: &str) -> &str {
     host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
 
-fn media_types(headers: &HeaderMap, name: http::header::HeaderName) -> Vec<String> {
+/// The media types a header lists, without parameters, skipping those with an explicit
+/// `q=0` ("not acceptable"). Borrowed: this runs on every request.
+fn media_types<'a>(
+    headers: &'a HeaderMap,
+    name: http::header::HeaderName,
+) -> impl Iterator<Item = &'a str> + 'a {
     headers
         .get_all(name)
-        .iter()
+        .into_iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter(|part| {
-            // An explicit q=0 means "not acceptable".
-            !part
-                .split(';')
-                .skip(1)
-                .any(|p| matches!(p.trim(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"))
+        .filter_map(|part| {
+            let mut pieces = part.split(';');
+            let media_type = pieces.next().unwrap_or_default().trim();
+            let refused =
+                pieces.any(|p| matches!(p.trim(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
+            (!refused).then_some(media_type)
         })
-        .map(|part| {
-            part.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase()
-        })
-        .collect()
 }
 
 /// Checks `Content-Type` and `Accept` of a POST.
 pub fn check_media_types(headers: &HeaderMap) -> Result<(), GatewayError> {
-    let content_type = media_types(headers, CONTENT_TYPE);
-    if content_type.first().map(String::as_str) != Some("application/json") {
+    let json = "application/json";
+    if !media_types(headers, CONTENT_TYPE)
+        .next()
+        .is_some_and(|t| t.eq_ignore_ascii_case(json))
+    {
         return Err(GatewayError::UnsupportedMediaType(
             "Content-Type must be application/json".into(),
         ));
     }
-    let accept = media_types(headers, ACCEPT);
     let accepts = |wanted: &str| {
         let major = wanted.split('/').next().unwrap_or_default();
-        accept
-            .iter()
-            .any(|a| a == wanted || a == "*/*" || a.strip_suffix("/*") == Some(major))
+        media_types(headers, ACCEPT).any(|a| {
+            a.eq_ignore_ascii_case(wanted)
+                || a == "*/*"
+                || a.strip_suffix("/*")
+                    .is_some_and(|m| m.eq_ignore_ascii_case(major))
+        })
     };
-    if !(accepts("application/json") && accepts("text/event-stream")) {
+    if !(accepts(json) && accepts("text/event-stream")) {
         return Err(GatewayError::NotAcceptable(
             "Accept must list both application/json and text/event-stream".into(),
         ));
@@ -496,6 +498,27 @@ mod tests {
         let text = headers(&[("content-type", "text/plain"), ("accept", "*/*")]);
         assert!(matches!(
             check_media_types(&text),
+            Err(GatewayError::UnsupportedMediaType(_))
+        ));
+        // Case does not matter; wildcards count; types may come in separate headers.
+        let mixed = headers(&[
+            ("content-type", "Application/JSON"),
+            ("accept", "APPLICATION/json;q=0.9"),
+            ("accept", "text/*"),
+        ]);
+        assert!(check_media_types(&mixed).is_ok());
+        // An explicit q=0 refuses a type.
+        let refused = headers(&[
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream;q=0"),
+        ]);
+        assert!(matches!(
+            check_media_types(&refused),
+            Err(GatewayError::NotAcceptable(_))
+        ));
+        let missing = headers(&[("accept", "*/*")]);
+        assert!(matches!(
+            check_media_types(&missing),
             Err(GatewayError::UnsupportedMediaType(_))
         ));
     }

@@ -24,6 +24,13 @@ use crate::jsonrpc::{self, JsonRpcError};
 pub enum Step {
     /// A notification for the current response stream.
     Notify(Value),
+    /// What ends the current front request.
+    End(Ending),
+}
+
+/// A step that ends the current front request.
+#[derive(Debug)]
+pub enum Ending {
     /// The backend's answer.
     Final(Result<Value, JsonRpcError>),
     /// The call cannot be answered (timeout, backend lost, capability missing).
@@ -322,15 +329,15 @@ impl CallDriver {
                     });
                 }
                 Some(Gate::Refuse { required, .. }) => {
-                    return Step::Failed(GatewayError::MissingCapability { required })
+                    return Step::End(Ending::Failed(GatewayError::MissingCapability { required }))
                 }
                 None => {}
             }
         }
         if inputs.is_empty() {
-            return Step::Final(Err(error));
+            return Step::End(Ending::Final(Err(error)));
         }
-        Step::UrlRequired { inputs, error }
+        Step::End(Ending::UrlRequired { inputs, error })
     }
 
     pub async fn next_step(&mut self) -> Step {
@@ -368,23 +375,23 @@ impl CallDriver {
                         continue;
                     }
                 }
-                return Step::InputRequired;
+                return Step::End(Ending::InputRequired);
             }
             let event = tokio::select! {
                 event = self.call.next_event() => event,
                 _ = tokio::time::sleep_until(wake.into()) => {
                     let now = Instant::now();
                     if self.settle_deadline.is_some_and(|d| d <= now) && !self.outstanding.is_empty() {
-                        return Step::InputRequired;
+                        return Step::End(Ending::InputRequired);
                     }
                     if self.idle_deadline.is_some_and(|d| d <= now) {
-                        return Step::InputRequired;
+                        return Step::End(Ending::InputRequired);
                     }
                     if self.deadline <= now {
-                        return Step::Failed(GatewayError::BackendTimeout(format!(
+                        return Step::End(Ending::Failed(GatewayError::BackendTimeout(format!(
                             "no answer within {:?}",
                             self.timeout
-                        )));
+                        ))));
                     }
                     self.settle_deadline = self.settle_deadline.filter(|d| *d > now);
                     continue;
@@ -451,17 +458,19 @@ impl CallDriver {
                     "call failed after a refused server request"
                 );
                 let required = self.refused.take().unwrap_or_else(|| json!({}));
-                Some(Step::Failed(GatewayError::MissingCapability { required }))
+                Some(Step::End(Ending::Failed(GatewayError::MissingCapability {
+                    required,
+                })))
             }
             CallEvent::Final(outcome) if self.interruptible && !self.outstanding.is_empty() => {
                 // Questions are waiting (e.g. deferred from an idle session): ask them now and
                 // keep the answer for the retry that brings theirs.
                 self.backlog.push_front(CallEvent::Final(outcome));
-                Some(Step::InputRequired)
+                Some(Step::End(Ending::InputRequired))
             }
-            CallEvent::Final(outcome) => Some(Step::Final(outcome)),
-            CallEvent::Failed(e) => Some(Step::Failed(GatewayError::BackendUnavailable(
-                e.to_string(),
+            CallEvent::Final(outcome) => Some(Step::End(Ending::Final(outcome))),
+            CallEvent::Failed(e) => Some(Step::End(Ending::Failed(
+                GatewayError::BackendUnavailable(e.to_string()),
             ))),
         }
     }

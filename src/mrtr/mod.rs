@@ -13,9 +13,11 @@
 //! nothing. A re-sent retry with the same answers attaches to the outcome of the first one
 //! (invariant 4), so the backend sees each answer exactly once.
 //!
-//! Tasks: each call runs in a task tracked by the bridge, ending with its outcome (or, for a
-//! first call, when the client goes away); one sweeper task ends abandoned rounds. Both stop at
-//! [`Bridge::shutdown`].
+//! Tasks: a first call runs in its request's own task up to its first notification or outcome
+//! ([`Bridge::start`]); a call that streams notifications, and a resumed one, run in a task
+//! tracked by the bridge, ending with their outcome (or, for a first call, when the client goes
+//! away); one sweeper task ends abandoned rounds. [`Bridge::shutdown`] stops the sweeper and
+//! waits for both kinds of call.
 
 pub mod call;
 pub mod held;
@@ -34,7 +36,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use self::call::{CallDriver, RequestScope, Step};
+use self::call::{CallDriver, Ending, RequestScope, Step};
 use self::held::HeldTable;
 use self::inputs::{validate_answer, PendingInput};
 use self::state::{now_ms, principal_digest, random_id, KeyRing, StatePayload};
@@ -58,6 +60,14 @@ pub enum Outcome {
 pub enum Event {
     Notify(Value),
     Done(Outcome),
+}
+
+/// How the first step of a call answers the request that started it.
+pub enum Started {
+    /// The call reached its outcome before any notification.
+    Done(Outcome),
+    /// A notification came first; a task drives the call and the rest follows on the receiver.
+    Streaming(Value, mpsc::Receiver<Event>),
 }
 
 /// What ties a call to the request that may resume it.
@@ -278,6 +288,19 @@ impl Bridge {
         rx
     }
 
+    /// Runs a first call in the calling task up to its first notification or its outcome, so a
+    /// call that simply answers costs no task of its own. When a notification comes first, a
+    /// task drives the rest (as [`Bridge::drive`], cancelled when the receiver is dropped).
+    /// Dropping this future (the client went away) drops the driver, which cancels the call.
+    pub async fn start(self: &Arc<Self>, mut driver: CallDriver, binding: CallBinding) -> Started {
+        // Counted with the call tasks: status and shutdown see it running.
+        let _running = self.tasks.token();
+        match driver.next_step().await {
+            Step::Notify(message) => Started::Streaming(message, self.drive(driver, binding, true)),
+            Step::End(ending) => Started::Done(self.conclude(ending, driver, binding)),
+        }
+    }
+
     async fn run(
         self: &Arc<Self>,
         mut driver: CallDriver,
@@ -299,24 +322,27 @@ impl Bridge {
                         let _ = tx.send(Event::Notify(message)).await;
                     }
                 }
-                Step::Final(outcome) => {
-                    return match outcome {
-                        Ok(result) => Outcome::Complete(result),
-                        Err(error) => Outcome::Error(GatewayError::from_backend(
-                            error,
-                            &binding.method,
-                            &binding.error_context,
-                        )),
-                    };
-                }
-                Step::Failed(error) => return Outcome::Error(error),
-                Step::InputRequired => return self.park(driver, binding),
-                Step::UrlRequired { inputs, error } => {
-                    let round = driver.round + 1;
-                    // The backend call is over: its session goes back to the pool now.
-                    drop(driver);
-                    return self.hold(Held::Reissue { inputs, error }, binding, round);
-                }
+                Step::End(ending) => return self.conclude(ending, driver, binding),
+            }
+        }
+    }
+
+    /// The outcome a step that ends the current front request gives it.
+    fn conclude(&self, ending: Ending, driver: CallDriver, binding: CallBinding) -> Outcome {
+        match ending {
+            Ending::Final(Ok(result)) => Outcome::Complete(result),
+            Ending::Final(Err(error)) => Outcome::Error(GatewayError::from_backend(
+                error,
+                &binding.method,
+                &binding.error_context,
+            )),
+            Ending::Failed(error) => Outcome::Error(error),
+            Ending::InputRequired => self.park(driver, binding),
+            Ending::UrlRequired { inputs, error } => {
+                let round = driver.round + 1;
+                // The backend call is over: its session goes back to the pool now.
+                drop(driver);
+                self.hold(Held::Reissue { inputs, error }, binding, round)
             }
         }
     }

@@ -400,22 +400,26 @@ async fn closing_the_response_cancels_the_backend_call(kind: Backend) {
         &caps(),
     );
     let client = reqwest::Client::builder()
-        .timeout(Duration::from_millis(700))
+        .timeout(Duration::from_millis(1500))
         .build()
         .unwrap();
-    let aborted = client
+    let request = client
         .post(&h.url)
         .headers(crate::support::modern_client::standard_headers(&body))
         .body(body.to_string())
-        .send()
-        .await;
-    assert!(aborted.is_err(), "the client gave up");
+        .send();
+    let pending = tokio::spawn(request);
 
     let call = h
         .wait_for_backend("the sleep call", |m| {
             m["method"] == "tools/call" && m["params"]["name"] == "sleep"
         })
         .await;
+    // The call runs in the request's own task until it answers, and still counts as running.
+    let gateway = h.gateway.as_ref().expect("in-process gateway").gateway();
+    assert_eq!(gateway.running_calls(), 1, "the call in flight is counted");
+    let aborted = pending.await.unwrap();
+    assert!(aborted.is_err(), "the client gave up");
     let cancelled = h
         .wait_for_backend("notifications/cancelled", |m| {
             m["method"] == "notifications/cancelled"

@@ -8,8 +8,9 @@
 //! notifications only there. HTTP 404 on a request that carried the session id means the session
 //! is gone. Shutdown sends DELETE.
 //!
-//! Tasks: a request is POSTed in its own task, owned by the transport; one writer task posts
-//! the other messages in order and owns the GET stream. All end with the transport.
+//! Tasks: a request is POSTed in its own task, owned by the transport, or by the writer task
+//! when it was queued behind a one-way message; the writer posts the other messages in order
+//! and owns the GET stream. All end with the transport.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -81,8 +82,9 @@ pub struct HttpTransport {
     shared: Arc<Shared>,
     outbox: Outbox<Outgoing>,
     writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
-    /// Requests POSTed straight from `send` (nothing one-way was queued before them).
-    requests: Mutex<JoinSet<()>>,
+    /// Requests POSTed straight from `send` (nothing one-way was queued before them); `None`
+    /// once `shutdown` has aborted them, so no request starts after it.
+    requests: Mutex<Option<JoinSet<()>>>,
     /// One-way messages queued for the writer and not posted yet: a request sent meanwhile
     /// queues behind them.
     one_way_queued: Arc<AtomicUsize>,
@@ -133,7 +135,7 @@ impl HttpTransport {
             shared,
             outbox: Outbox::new(outbox),
             writer: Mutex::new(Some(writer)),
-            requests: Mutex::new(JoinSet::new()),
+            requests: Mutex::new(Some(JoinSet::new())),
             one_way_queued,
         })
     }
@@ -153,10 +155,10 @@ impl HttpTransport {
         if self.one_way_queued.load(Ordering::Acquire) > 0 {
             return self.outbox.send(Outgoing::Message(message));
         }
-        if self.outbox.is_closed() {
-            return Err(BackendError::Closed("transport shut down".into()));
-        }
         let mut requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(requests) = requests.as_mut() else {
+            return Err(BackendError::Closed("transport shut down".into()));
+        };
         // Reap what has finished, so the set holds only requests in flight.
         while requests.try_join_next().is_some() {}
         requests.spawn(post_request(self.shared.clone(), message));
@@ -174,6 +176,13 @@ impl HttpTransport {
     }
 
     pub async fn shutdown(&self) {
+        let requests = self
+            .requests
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        // Dropping the set aborts the requests still waiting for answers.
+        drop(requests);
         self.outbox.close();
         let writer = self.writer.lock().ok().and_then(|mut w| w.take());
         if let Some(mut writer) = writer {
@@ -186,10 +195,7 @@ impl HttpTransport {
                 writer.abort();
             }
         }
-        self.requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .abort_all();
+
         if self.shared.session_id().is_some() {
             let request = self.shared.request(Method::DELETE, Bytes::new(), None);
             if let Ok(request) = request {

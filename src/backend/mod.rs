@@ -138,10 +138,6 @@ impl<T> Outbox<T> {
         }
     }
 
-    pub fn is_closed(&self) -> bool {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_none()
-    }
-
     pub fn close(&self) {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
     }

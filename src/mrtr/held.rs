@@ -1,6 +1,12 @@
 //! The table of held calls: entries by their random held id, counted per principal, bounded
 //! gateway-wide (`max_held`) and per principal (`max_held_per_principal`). Sharded (dashmap), so
 //! no lock spans the table.
+//!
+//! A call takes its place with [`HeldTable::admit`] before it is held: the admission counts
+//! against both limits at once, so concurrent calls can never exceed them. It becomes an entry
+//! with [`HeldTable::insert`], or gives its place back when dropped unused.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
@@ -15,9 +21,35 @@ struct Slot<T> {
 
 pub struct HeldTable<T> {
     entries: DashMap<String, Slot<T>>,
+    /// Admitted places, per principal digest (entries and admissions not yet inserted).
     per_principal: DashMap<String, usize>,
+    /// Admitted places, gateway-wide.
+    admitted: AtomicUsize,
     max_held: usize,
     max_per_principal: usize,
+}
+
+/// A place in the table, counted against its limits; released when dropped unused.
+#[must_use = "an admission is a place in the table: insert the entry or drop it"]
+pub struct Admission<'a, T> {
+    table: &'a HeldTable<T>,
+    /// `None` once the place has gone to an entry.
+    principal: Option<String>,
+}
+
+impl<T> Admission<'_, T> {
+    /// Digest of the principal this place is counted against.
+    pub fn principal(&self) -> &str {
+        self.principal.as_deref().unwrap_or_default()
+    }
+}
+
+impl<T> Drop for Admission<'_, T> {
+    fn drop(&mut self) {
+        if let Some(principal) = self.principal.take() {
+            self.table.release(principal);
+        }
+    }
 }
 
 impl<T> HeldTable<T> {
@@ -25,6 +57,7 @@ impl<T> HeldTable<T> {
         Self {
             entries: DashMap::new(),
             per_principal: DashMap::new(),
+            admitted: AtomicUsize::new(0),
             max_held,
             max_per_principal,
         }
@@ -39,35 +72,43 @@ impl<T> HeldTable<T> {
         self.entries.is_empty()
     }
 
-    /// Room for one more entry, gateway-wide and for this principal.
-    pub fn admit(&self, principal_digest: &str) -> Result<(), GatewayError> {
-        let held = self.entries.len();
-        if held >= self.max_held {
-            return Err(GatewayError::TooManyHeld(format!(
-                "{held} calls are waiting for input"
-            )));
-        }
-        let mine = self.per_principal.get(principal_digest).map_or(0, |n| *n);
-        if mine >= self.max_per_principal {
-            return Err(GatewayError::TooManyHeld(format!(
-                "{mine} of this client's calls are waiting for input"
-            )));
-        }
-        Ok(())
-    }
-
-    pub fn insert(&self, id: String, principal_digest: String, value: T) {
-        *self
+    /// Takes a place for one more entry of this principal, or says which limit is reached.
+    pub fn admit(&self, principal_digest: String) -> Result<Admission<'_, T>, GatewayError> {
+        let max_held = self.max_held;
+        self.admitted
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max_held).then_some(n + 1)
+            })
+            .map_err(|held| {
+                GatewayError::TooManyHeld(format!("{held} calls are waiting for input"))
+            })?;
+        // The shard lock of this principal's count makes the check and the increment one step.
+        let mut mine = self
             .per_principal
             .entry(principal_digest.clone())
-            .or_insert(0) += 1;
-        let slot = Slot {
-            principal: principal_digest,
-            value,
-        };
+            .or_insert(0);
+        if *mine >= self.max_per_principal {
+            let count = *mine;
+            drop(mine);
+            self.admitted.fetch_sub(1, Ordering::AcqRel);
+            return Err(GatewayError::TooManyHeld(format!(
+                "{count} of this client's calls are waiting for input"
+            )));
+        }
+        *mine += 1;
+        Ok(Admission {
+            table: self,
+            principal: Some(principal_digest),
+        })
+    }
+
+    /// Puts an entry in the place its admission took.
+    pub fn insert(&self, id: String, mut admission: Admission<'_, T>, value: T) {
+        let principal = admission.principal.take().unwrap_or_default();
+        let slot = Slot { principal, value };
         if let Some(replaced) = self.entries.insert(id, slot) {
             // Ids are 128-bit random: a collision is not expected, but the count stays true.
-            self.uncount(replaced.principal);
+            self.release(replaced.principal);
         }
     }
 
@@ -79,7 +120,7 @@ impl<T> HeldTable<T> {
     /// Takes an entry out; only one caller gets it.
     pub fn take(&self, id: &str) -> Option<T> {
         let (_, slot) = self.entries.remove(id)?;
-        self.uncount(slot.principal);
+        self.release(slot.principal);
         Some(slot.value)
     }
 
@@ -92,13 +133,14 @@ impl<T> HeldTable<T> {
             .collect()
     }
 
-    fn uncount(&self, principal: String) {
+    fn release(&self, principal: String) {
         if let Entry::Occupied(mut count) = self.per_principal.entry(principal) {
             *count.get_mut() -= 1;
             if *count.get() == 0 {
                 count.remove();
             }
         }
+        self.admitted.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -109,24 +151,65 @@ mod tests {
     #[test]
     fn limits_count_per_principal_and_release_on_take() {
         let table = HeldTable::new(3, 2);
-        table.admit("a").unwrap();
-        table.insert("1".into(), "a".into(), 10);
-        table.insert("2".into(), "a".into(), 20);
+        let place = table.admit("a".into()).unwrap();
+        assert_eq!(place.principal(), "a");
+        table.insert("1".into(), place, 10);
+        table.insert("2".into(), table.admit("a".into()).unwrap(), 20);
         assert!(matches!(
-            table.admit("a"),
+            table.admit("a".into()),
             Err(GatewayError::TooManyHeld(_))
         ));
-        table.admit("b").unwrap();
-        table.insert("3".into(), "b".into(), 30);
+        table.insert("3".into(), table.admit("b".into()).unwrap(), 30);
         assert!(
-            table.admit("c").is_err(),
+            table.admit("c".into()).is_err(),
             "the gateway-wide limit holds too"
         );
         assert_eq!(table.with("2", |v| *v), Some(20));
         assert_eq!(table.take("2"), Some(20));
         assert_eq!(table.take("2"), None, "taken once");
-        table.admit("a").unwrap();
         assert_eq!(table.ids_where(|v| *v > 15), vec!["3".to_string()]);
         assert_eq!(table.len(), 2);
+        // An admission dropped unused gives its place back.
+        let unused = table.admit("a".into()).unwrap();
+        assert!(table.admit("d".into()).is_err(), "the place is taken");
+        drop(unused);
+        table.insert("4".into(), table.admit("d".into()).unwrap(), 40);
+        assert_eq!(table.len(), 3);
+    }
+
+    /// Admission is one step: calls admitted at the same time never exceed the limits.
+    #[test]
+    fn concurrent_admissions_respect_the_limits() {
+        const THREADS: usize = 8;
+        const TRIES: usize = 200;
+        let table = HeldTable::<usize>::new(50, 30);
+        let admitted = AtomicUsize::new(0);
+        let start = std::sync::Barrier::new(THREADS);
+        std::thread::scope(|scope| {
+            for thread in 0..THREADS {
+                let (table, admitted, start) = (&table, &admitted, &start);
+                scope.spawn(move || {
+                    start.wait();
+                    for n in 0..TRIES {
+                        // Two principals, so both limits are exercised.
+                        let principal = format!("p{}", n % 2);
+                        if let Ok(place) = table.admit(principal) {
+                            admitted.fetch_add(1, Ordering::Relaxed);
+                            table.insert(format!("{thread}-{n}"), place, n);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            admitted.load(Ordering::Relaxed),
+            50,
+            "exactly max_held got in"
+        );
+        assert_eq!(table.len(), 50);
+        for principal in ["p0", "p1"] {
+            let count = table.per_principal.get(principal).map_or(0, |n| *n);
+            assert!(count <= 30, "{principal} holds {count}, over its limit");
+        }
     }
 }

@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use self::call::{CallDriver, Ending, RequestScope, Step};
-use self::held::HeldTable;
+use self::held::{Admission, HeldTable};
 use self::inputs::{validate_answer, PendingInput};
 use self::state::{now_ms, principal_digest, random_id, KeyRing, StatePayload};
 use crate::config::MrtrConfig;
@@ -342,7 +342,10 @@ impl Bridge {
                 let round = driver.round + 1;
                 // The backend call is over: its session goes back to the pool now.
                 drop(driver);
-                self.hold(Held::Reissue { inputs, error }, binding, round)
+                match self.held.admit(principal_digest(&binding.principal)) {
+                    Ok(place) => self.hold(place, Held::Reissue { inputs, error }, binding, round),
+                    Err(error) => Outcome::Error(error),
+                }
             }
         }
     }
@@ -355,29 +358,33 @@ impl Bridge {
                 reason: StateRejection::RoundLimit,
             });
         }
-        if let Err(error) = self.held.admit(&principal_digest(&binding.principal)) {
-            driver.abandon("too many calls are waiting for input");
-            return Outcome::Error(error);
-        }
-        driver.parked();
-        let round = driver.round;
-        self.hold(Held::Live(Box::new(driver)), binding, round)
-    }
-
-    /// Puts a call in the table and returns the `InputRequiredResult` that names it.
-    fn hold(&self, held: Held, binding: CallBinding, round: u32) -> Outcome {
-        let principal = principal_digest(&binding.principal);
-        if matches!(held, Held::Reissue { .. }) {
-            if let Err(error) = self.held.admit(&principal) {
+        let place = match self.held.admit(principal_digest(&binding.principal)) {
+            Ok(place) => place,
+            Err(error) => {
+                driver.abandon("too many calls are waiting for input");
                 return Outcome::Error(error);
             }
-        }
+        };
+        driver.parked();
+        let round = driver.round;
+        self.hold(place, Held::Live(Box::new(driver)), binding, round)
+    }
+
+    /// Puts a call in the place it was admitted to and returns the `InputRequiredResult` that
+    /// names it.
+    fn hold(
+        &self,
+        place: Admission<'_, HeldCall>,
+        held: Held,
+        binding: CallBinding,
+        round: u32,
+    ) -> Outcome {
         let held_id = random_id();
         let payload = StatePayload {
             held_id: held_id.clone(),
             owner: self.instance.clone(),
             route: binding.route.clone(),
-            principal: principal.clone(),
+            principal: place.principal().to_owned(),
             method: binding.method.clone(),
             params_digest: binding.params_digest.clone(),
             round,
@@ -401,7 +408,7 @@ impl Bridge {
         tracing::debug!(method = %binding.method, round, "call held for input");
         self.held.insert(
             held_id,
-            principal,
+            place,
             HeldCall {
                 kind: held,
                 binding,

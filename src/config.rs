@@ -79,6 +79,10 @@ pub struct MrtrConfig {
     /// This instance's id in `requestState` (default: random per process).
     #[serde(default)]
     pub instance_id: Option<String>,
+    /// After a retry is refused for invalid answers, how long the held call still waits for a
+    /// corrected retry before it is abandoned (its backend call cancelled, its session reset).
+    #[serde(default = "default_refused_retry_grace", with = "humantime_serde")]
+    pub refused_retry_grace: Duration,
 }
 
 impl Default for MrtrConfig {
@@ -93,6 +97,7 @@ impl Default for MrtrConfig {
             keys: Vec::new(),
             keys_file: None,
             instance_id: None,
+            refused_retry_grace: default_refused_retry_grace(),
         }
     }
 }
@@ -114,6 +119,9 @@ fn default_max_held() -> usize {
 }
 fn default_max_held_per_principal() -> usize {
     1_000
+}
+fn default_refused_retry_grace() -> Duration {
+    Duration::from_secs(5)
 }
 
 impl MrtrConfig {
@@ -308,6 +316,14 @@ pub struct BackendConfig {
     /// Longest a new session may take to start and initialize.
     #[serde(default = "default_init_timeout", with = "humantime_serde")]
     pub init_timeout: Duration,
+    /// After roots reach the backend (and a `ping` says it read them), how long before a call is
+    /// sent that relies on them: servers may apply roots asynchronously.
+    #[serde(default = "default_roots_settle", with = "humantime_serde")]
+    pub roots_settle: Duration,
+}
+
+fn default_roots_settle() -> Duration {
+    Duration::from_millis(20)
 }
 
 fn default_request_timeout() -> Duration {
@@ -431,6 +447,7 @@ impl Config {
                 static_roots: Vec::new(),
                 request_timeout: default_request_timeout(),
                 init_timeout: default_init_timeout(),
+                roots_settle: default_roots_settle(),
             },
         );
         Self {
@@ -647,6 +664,9 @@ impl Config {
                         "must be a file:// URI",
                     ));
                 }
+            }
+            if backend.roots_settle >= Duration::from_secs(1) {
+                return Err(invalid(format!("{key}.roots_settle"), "must be below 1s"));
             }
             if backend.request_timeout.is_zero() || backend.init_timeout.is_zero() {
                 return Err(invalid(

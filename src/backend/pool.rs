@@ -21,11 +21,15 @@ use tokio_util::task::TaskTracker;
 
 use super::session::Session;
 use super::{BackendError, BackendSpec};
+use crate::config::UnsolicitedPolicy;
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
 
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// After `notifications/roots/list_changed`, how long a backend has to ask for roots again
+/// before its session is closed instead of lent to another flow.
+const ROOTS_REASK_WAIT: Duration = Duration::from_secs(2);
 
 /// The capabilities a backend session declares at `initialize`, derived from what a 2026-07-28
 /// request declared: only the brokerable ones, in a canonical form (`elicitation: {}` means form).
@@ -61,10 +65,27 @@ pub fn capability_profile(client_capabilities: &Value) -> Value {
         .get("roots")
         .is_some_and(Value::is_object)
     {
-        // No listChanged: the gateway has no source for roots change notifications.
+        // listChanged is the gateway's own (sessions say it when they may be asked again), so it
+        // is no part of the profile.
         out.insert("roots".into(), json!({}));
     }
     Value::Object(out)
+}
+
+/// Which sessions a call may use, by what it can do with the roots of another flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// `tools/call`, `prompts/get`, `resources/read`: a roots question waiting on the session is
+    /// put to this call's client before the call is sent.
+    Interruptible,
+    /// Anything else: only sessions that never held a client's roots.
+    Plain,
+}
+
+impl Purpose {
+    fn fits(self, session: &Session) -> bool {
+        session.roots_fit(self == Self::Interruptible)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -104,7 +125,8 @@ struct PoolInner {
     returned: Notify,
     init_cache: RwLock<Option<Arc<Value>>>,
     backoff: Mutex<Backoff>,
-    closing: TaskTracker,
+    /// Polite closes and roots re-asks.
+    background: TaskTracker,
     stop: CancellationToken,
 }
 
@@ -134,7 +156,7 @@ impl Pool {
         // not wait for a backend to start.
         let mut keys = HashMap::new();
         for client_capabilities in &spec.config.pool.warm_profiles {
-            let profile = capability_profile(client_capabilities);
+            let profile = profile_for(&spec, client_capabilities);
             keys.insert(
                 PoolKey::new(crate::auth::ANONYMOUS, &profile),
                 KeyState {
@@ -156,7 +178,7 @@ impl Pool {
                 failures: 0,
                 until: None,
             }),
-            closing: TaskTracker::new(),
+            background: TaskTracker::new(),
             stop: CancellationToken::new(),
         });
         let maintenance = tokio::spawn(maintain(inner.clone()));
@@ -184,12 +206,23 @@ impl Pool {
         self.cached_init().is_some() && !backing_off
     }
 
+    /// The capabilities this backend's sessions declare for a request that declared
+    /// `client_capabilities`: its [`capability_profile`], with `roots` always declared when the
+    /// gateway answers roots itself (`unsolicited = "static"`).
+    pub fn profile_for(&self, client_capabilities: &Value) -> Value {
+        self.inner.profile_for(client_capabilities)
+    }
+
     /// Starts one session for an unauthenticated caller with no capabilities, so readiness
     /// reflects whether the backend can be reached; the session then waits as a spare.
     pub async fn probe(&self) -> Result<(), GatewayError> {
-        let profile = capability_profile(&serde_json::json!({}));
+        let profile = self.profile_for(&serde_json::json!({}));
         let lease = self
-            .acquire(&PoolKey::new(crate::auth::ANONYMOUS, &profile), &profile)
+            .acquire(
+                &PoolKey::new(crate::auth::ANONYMOUS, &profile),
+                &profile,
+                Purpose::Plain,
+            )
             .await?;
         drop(lease);
         Ok(())
@@ -204,10 +237,16 @@ impl Pool {
         }
     }
 
-    /// Lends a session of `key` exclusively, starting one if needed; waits at most `queue_wait`.
-    pub async fn acquire(&self, key: &PoolKey, profile: &Value) -> Result<Lease, GatewayError> {
+    /// Lends a session of `key` fit for `purpose` exclusively, starting one if needed; waits at
+    /// most `queue_wait`.
+    pub async fn acquire(
+        &self,
+        key: &PoolKey,
+        profile: &Value,
+        purpose: Purpose,
+    ) -> Result<Lease, GatewayError> {
         let started = Instant::now();
-        let lease = self.acquire_inner(key, profile).await;
+        let lease = self.acquire_inner(key, profile, purpose).await;
         self.inner
             .metrics
             .pool_wait
@@ -216,7 +255,12 @@ impl Pool {
         lease
     }
 
-    async fn acquire_inner(&self, key: &PoolKey, profile: &Value) -> Result<Lease, GatewayError> {
+    async fn acquire_inner(
+        &self,
+        key: &PoolKey,
+        profile: &Value,
+        purpose: Purpose,
+    ) -> Result<Lease, GatewayError> {
         let inner = &self.inner;
         let deadline = Instant::now() + inner.spec.config.pool.queue_wait;
         loop {
@@ -224,13 +268,13 @@ impl Pool {
             tokio::pin!(returned);
             returned.as_mut().enable();
 
-            if let Some(session) = inner.take_idle(key, profile) {
+            if let Some(session) = inner.take_idle(key, profile, purpose) {
                 return Ok(self.lease(key, session));
             }
             let permit = match inner.slots.clone().try_acquire_owned() {
                 Ok(permit) => permit,
                 Err(_) => {
-                    if inner.evict_other_idle(key) {
+                    if inner.evict_unfit_idle(key, purpose) {
                         continue;
                     }
                     tokio::select! {
@@ -271,11 +315,21 @@ impl Pool {
             .flat_map(|k| k.idle.drain(..))
             .collect();
         for session in idle {
-            self.inner.closing.spawn(session.close());
+            self.inner.background.spawn(session.close());
         }
-        self.inner.closing.close();
-        self.inner.closing.wait().await;
+        self.inner.background.close();
+        self.inner.background.wait().await;
     }
+}
+
+fn profile_for(spec: &BackendSpec, client_capabilities: &Value) -> Value {
+    let mut profile = capability_profile(client_capabilities);
+    if spec.config.unsolicited == UnsolicitedPolicy::Static {
+        if let Value::Object(map) = &mut profile {
+            map.insert("roots".into(), json!({}));
+        }
+    }
+    profile
 }
 
 impl PoolInner {
@@ -283,7 +337,11 @@ impl PoolInner {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn take_idle(&self, key: &PoolKey, profile: &Value) -> Option<Session> {
+    fn profile_for(&self, client_capabilities: &Value) -> Value {
+        profile_for(&self.spec, client_capabilities)
+    }
+
+    fn take_idle(&self, key: &PoolKey, profile: &Value, purpose: Purpose) -> Option<Session> {
         let mut keys = self.keys();
         let state = keys.entry(key.clone()).or_insert_with(|| KeyState {
             idle: Vec::new(),
@@ -294,18 +352,36 @@ impl PoolInner {
         state.last_used = Instant::now();
         // Dead sessions are dropped here; their slots return to the semaphore.
         state.idle.retain(Session::is_alive);
-        let pos = state.idle.iter().rposition(Session::is_reusable)?;
+        let usable = |s: &Session| s.is_reusable() && purpose.fits(s);
+        // A call that can ask its client takes a session waiting to be given roots first, which
+        // keeps those that never held a client's roots for calls that cannot ask.
+        let pos = match purpose {
+            Purpose::Interruptible => state
+                .idle
+                .iter()
+                .rposition(|s| usable(s) && s.has_client_roots())
+                .or_else(|| state.idle.iter().rposition(usable)),
+            Purpose::Plain => state.idle.iter().rposition(usable),
+        }?;
         Some(state.idle.swap_remove(pos))
     }
 
-    /// Frees a slot held by an idle session of another key. True if one was closed.
-    fn evict_other_idle(&self, key: &PoolKey) -> bool {
+    /// Frees a slot held by an idle session this caller cannot use: one of another key (least
+    /// recently used key first), or one of its own whose roots do not fit `purpose`. True if one
+    /// was closed.
+    fn evict_unfit_idle(&self, key: &PoolKey, purpose: Purpose) -> bool {
         let victim = {
             let mut keys = self.keys();
-            keys.iter_mut()
-                .filter(|(k, s)| *k != key && !s.idle.is_empty())
-                .min_by_key(|(_, s)| s.last_used)
-                .and_then(|(_, s)| s.idle.pop())
+            let own = keys.get_mut(key).and_then(|state| {
+                let pos = state.idle.iter().position(|s| !purpose.fits(s))?;
+                Some(state.idle.swap_remove(pos))
+            });
+            own.or_else(|| {
+                keys.iter_mut()
+                    .filter(|(k, s)| *k != key && !s.idle.is_empty())
+                    .min_by_key(|(_, s)| s.last_used)
+                    .and_then(|(_, s)| s.idle.pop())
+            })
         };
         match victim {
             Some(session) => {
@@ -378,10 +454,10 @@ impl PoolInner {
     /// Frees the session's slot at once; the polite close runs on its own.
     fn close(&self, mut session: Session) {
         session.release_slot();
-        self.closing.spawn(session.close());
+        self.background.spawn(session.close());
     }
 
-    fn give_back(&self, key: PoolKey, mut session: Session) {
+    fn give_back(self: &Arc<Self>, key: PoolKey, session: Session) {
         if !session.is_alive() {
             return;
         }
@@ -390,6 +466,39 @@ impl PoolInner {
             self.returned.notify_waiters();
             return;
         }
+        if session.has_client_roots() && !session.roots_question_waiting() {
+            self.reclaim_roots(key, session);
+            return;
+        }
+        self.make_idle(key, session);
+    }
+
+    /// A session whose backend holds a flow's roots: the backend is asked to ask again, off the
+    /// request path; its session comes back idle once it did, and is closed otherwise.
+    fn reclaim_roots(self: &Arc<Self>, key: PoolKey, session: Session) {
+        if self.spec.config.unsolicited != UnsolicitedPolicy::Defer || self.stop.is_cancelled() {
+            // Nowhere to keep the backend's question: the roots cannot be taken back.
+            self.close(session);
+            self.returned.notify_waiters();
+            return;
+        }
+        let pool = self.clone();
+        self.background.spawn(async move {
+            let asked = tokio::select! {
+                asked = session.ask_roots_again(ROOTS_REASK_WAIT) => asked,
+                _ = pool.stop.cancelled() => false,
+            };
+            if asked && session.is_reusable() {
+                pool.make_idle(key, session);
+            } else {
+                tracing::debug!(backend = %pool.spec.name, session = session.number(), "backend did not ask for roots again; session closed");
+                pool.close(session);
+                pool.returned.notify_waiters();
+            }
+        });
+    }
+
+    fn make_idle(&self, key: PoolKey, mut session: Session) {
         session.last_used = Instant::now();
         let mut keys = self.keys();
         match keys.get_mut(&key) {
@@ -471,7 +580,7 @@ async fn maintain(inner: Arc<PoolInner>) {
             match started {
                 Ok(session) => {
                     inner.started(&session);
-                    inner.give_back(key, session);
+                    inner.make_idle(key, session);
                 }
                 Err(e) => {
                     inner.record_failure(&e);

@@ -7,6 +7,14 @@
 //! a server request belongs to. `ping` is answered here; server requests that arrive with no call
 //! active are answered with [`answer_locally`].
 //!
+//!
+//! Roots belong to the flow that gave them (2026-07-28 gives roots per request; a legacy server
+//! caches them per session). The session records whether a client's roots were delivered on it
+//! ([`Session::has_client_roots`]); the pool asks such a session's backend to ask again
+//! ([`Session::ask_roots_again`]) before another flow may use it, and a call that starts while
+//! the backend's questions are waiting is not sent until they are answered (the prelude of
+//! [`Session::start_call`]).
+//!
 //! Task: one reader task per session, aborted when the session is dropped or closed.
 
 use std::collections::HashMap;
@@ -15,7 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
 use super::{
@@ -28,6 +36,8 @@ use crate::jsonrpc::{self, codes, JsonRpcError, Message};
 /// Server requests kept for the next call of an idle session, at most.
 const MAX_DEFERRED: usize = 32;
 const EVENT_BUFFER: usize = 256;
+/// Longest wait for the `ping` that tells the backend has read what came before it.
+const BARRIER_TIMEOUT: Duration = Duration::from_secs(5);
 
 static SESSION_NUMBERS: AtomicU64 = AtomicU64::new(1);
 
@@ -84,7 +94,18 @@ struct Routing {
     tainted: bool,
     /// Server requests that arrived outside any call (`unsolicited = "defer"`).
     deferred: Vec<(Value, String, Option<Value>)>,
+    /// A client's answer to `roots/list` reached the backend: what it holds as roots belongs to
+    /// a flow, not to the session.
+    client_roots: bool,
     dead: Option<String>,
+}
+
+impl Routing {
+    fn roots_question_waiting(&self) -> bool {
+        self.deferred
+            .iter()
+            .any(|(_, method, _)| method == "roots/list")
+    }
 }
 
 pub struct SessionCore {
@@ -97,6 +118,10 @@ pub struct SessionCore {
     log_level: Mutex<Option<String>>,
     unsolicited: UnsolicitedPolicy,
     static_roots: Value,
+    /// After roots reach the backend, how long before a call may rely on them.
+    roots_settle: Duration,
+    /// Woken whenever a server request is deferred.
+    deferred_arrived: Notify,
 }
 
 impl SessionCore {
@@ -126,6 +151,17 @@ impl SessionCore {
         active: bool,
     ) -> Result<u64, BackendError> {
         let id = self.register(sink, active)?;
+        self.send_registered(id, method, params)?;
+        Ok(id)
+    }
+
+    /// Sends a request under an id registered before.
+    fn send_registered(
+        &self,
+        id: u64,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<(), BackendError> {
         if let Err(e) = self
             .transport
             .send(jsonrpc::request(json!(id), method, params))
@@ -133,7 +169,7 @@ impl SessionCore {
             self.forget(id);
             return Err(e);
         }
-        Ok(id)
+        Ok(())
     }
 
     fn forget(&self, id: u64) {
@@ -218,6 +254,11 @@ impl SessionCore {
                     let _ = self.respond(id, Ok(json!({})));
                     return;
                 }
+                if method == "roots/list" && self.unsolicited == UnsolicitedPolicy::Static {
+                    // The operator's roots, in and outside calls: no client is asked.
+                    let _ = self.respond(id, Ok(json!({ "roots": self.static_roots })));
+                    return;
+                }
                 let active = self.routing().active.as_ref().map(|(_, s)| s.clone());
                 match active {
                     Some(sink) => {
@@ -275,6 +316,8 @@ impl SessionCore {
                 let mut routing = self.routing();
                 if routing.deferred.len() < MAX_DEFERRED && !routing.tainted {
                     routing.deferred.push((id, method, params));
+                    drop(routing);
+                    self.deferred_arrived.notify_waiters();
                     return;
                 }
                 drop(routing);
@@ -365,6 +408,8 @@ impl Session {
             log_level: Mutex::new(None),
             unsolicited: spec.config.unsolicited,
             static_roots: serde_json::to_value(&spec.config.static_roots).unwrap_or_default(),
+            roots_settle: spec.config.roots_settle,
+            deferred_arrived: Notify::new(),
         });
         let reader = tokio::spawn(tracing::Instrument::instrument(
             read_loop(core.clone(), rx),
@@ -378,6 +423,12 @@ impl Session {
             created: now,
             last_used: now,
         };
+        let declares_roots = capabilities.get("roots").is_some();
+        let mut capabilities = capabilities;
+        if declares_roots && spec.config.unsolicited == UnsolicitedPolicy::Defer {
+            // The gateway tells the backend when a session's roots must be asked again.
+            capabilities["roots"] = json!({ "listChanged": true });
+        }
         let params = json!({
             "protocolVersion": BACKEND_PROTOCOL_VERSION,
             "capabilities": capabilities,
@@ -409,8 +460,96 @@ impl Session {
             .transport
             .send(jsonrpc::notification("notifications/initialized", None))?;
         session.core.transport.initialized(&version);
+        if declares_roots {
+            // A backend that asks for roots right after `initialized` has asked by the time it
+            // answers this: the question waits for the first call (or is answered from
+            // `static_roots`) before the session is lent.
+            session.roots_barrier().await;
+        }
         tracing::debug!(backend = %spec.name, session = session.core.number, %version, "backend session initialized");
         Ok(session)
+    }
+
+    /// Waits until the backend has read everything sent before (a `ping` answered), then
+    /// `roots_settle`, so roots it was just given apply to what is sent next: some servers apply
+    /// them asynchronously (server-filesystem resolves each root on disk).
+    pub async fn roots_barrier(&self) {
+        match self.request("ping", None, BARRIER_TIMEOUT).await {
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(backend = %self.core.backend, session = self.core.number, error = %e, "ping before roots apply failed")
+            }
+        }
+        if !self.core.roots_settle.is_zero() {
+            tokio::time::sleep(self.core.roots_settle).await;
+        }
+    }
+
+    /// A client's roots reached the backend on this session.
+    pub fn note_client_roots(&self) {
+        self.core.routing().client_roots = true;
+    }
+
+    /// The backend holds roots a client gave (they belong to that client's flow).
+    pub fn has_client_roots(&self) -> bool {
+        self.core.routing().client_roots
+    }
+
+    /// The backend asked for roots and the question waits for the next call.
+    pub fn roots_question_waiting(&self) -> bool {
+        self.core.routing().roots_question_waiting()
+    }
+
+    /// Whether a call may run here without the roots of another flow: a session that never
+    /// held a client's roots, or (for a call that can ask its client) one whose backend is
+    /// waiting for roots, which that call's first round answers before the call is sent.
+    pub fn roots_fit(&self, can_ask_client: bool) -> bool {
+        let routing = self.core.routing();
+        !routing.client_roots || (can_ask_client && routing.roots_question_waiting())
+    }
+
+    /// Tells the backend its roots changed (`notifications/roots/list_changed`) and waits up to
+    /// `wait` for it to ask again; the question then waits for the next call, whose client
+    /// answers it. False when the backend did not ask: its roots cannot be taken back.
+    pub async fn ask_roots_again(&self, wait: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        {
+            let routing = self.core.routing();
+            if routing.roots_question_waiting() {
+                return true;
+            }
+            if routing.dead.is_some() || routing.tainted {
+                return false;
+            }
+        }
+        if self
+            .core
+            .transport
+            .send(jsonrpc::notification(
+                "notifications/roots/list_changed",
+                None,
+            ))
+            .is_err()
+        {
+            return false;
+        }
+        loop {
+            let arrived = self.core.deferred_arrived.notified();
+            tokio::pin!(arrived);
+            arrived.as_mut().enable();
+            {
+                let routing = self.core.routing();
+                if routing.roots_question_waiting() {
+                    return true;
+                }
+                if routing.dead.is_some() || routing.tainted {
+                    return false;
+                }
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                return false;
+            }
+        }
     }
 
     pub fn number(&self) -> u64 {
@@ -516,7 +655,8 @@ impl Session {
 
     /// Starts the call that owns the session's server requests and notifications until it ends.
     /// An interruptible call also receives the server requests deferred while the session was
-    /// idle, so they reach a client in its first round.
+    /// idle, so they reach a client in its first round. While there are any, the call is not sent
+    /// (its prelude): the backend hears it only after their answers, through [`ActiveCall::send`].
     pub fn start_call(
         &self,
         method: &str,
@@ -524,31 +664,50 @@ impl Session {
         interruptible: bool,
     ) -> Result<ActiveCall, BackendError> {
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
-        let id = self.core.send_request(method, params, tx.clone(), true)?;
-        if interruptible {
-            let deferred = std::mem::take(&mut self.core.routing().deferred);
-            for (id, method, params) in deferred {
-                let event = CallEvent::ServerRequest {
-                    id,
-                    method,
-                    params,
-                    deferred: true,
-                };
-                if let Err(mpsc::error::TrySendError::Full(CallEvent::ServerRequest {
-                    id,
-                    method,
-                    ..
-                })) = tx.try_send(event)
-                {
-                    let _ = self.core.respond(id, answer_locally(&method));
+        let deferred = if interruptible {
+            std::mem::take(&mut self.core.routing().deferred)
+        } else {
+            Vec::new()
+        };
+        let (id, unsent) = if deferred.is_empty() {
+            (
+                self.core.send_request(method, params, tx.clone(), true)?,
+                None,
+            )
+        } else {
+            let id = match self.core.register(tx.clone(), true) {
+                Ok(id) => id,
+                Err(e) => {
+                    for (id, method, _) in deferred {
+                        let _ = self.core.respond(id, answer_locally(&method));
+                    }
+                    return Err(e);
                 }
+            };
+            (id, Some((method.to_string(), params)))
+        };
+        for (id, method, params) in deferred {
+            let event = CallEvent::ServerRequest {
+                id,
+                method,
+                params,
+                deferred: true,
+            };
+            if let Err(mpsc::error::TrySendError::Full(CallEvent::ServerRequest {
+                id,
+                method,
+                ..
+            })) = tx.try_send(event)
+            {
+                let _ = self.core.respond(id, answer_locally(&method));
             }
         }
         Ok(ActiveCall {
             core: self.core.clone(),
             id,
             events: rx,
-            open: true,
+            open: unsent.is_none(),
+            unsent,
         })
     }
 
@@ -565,12 +724,30 @@ pub struct ActiveCall {
     core: Arc<SessionCore>,
     id: u64,
     events: mpsc::Receiver<CallEvent>,
+    /// Sent and not answered yet.
     open: bool,
+    /// The request itself, while its prelude runs (not sent yet).
+    unsent: Option<(String, Option<Value>)>,
 }
 
 impl ActiveCall {
     pub fn backend_id(&self) -> u64 {
         self.id
+    }
+
+    /// The request waits for its prelude's questions to be answered.
+    pub fn is_unsent(&self) -> bool {
+        self.unsent.is_some()
+    }
+
+    /// Sends the request a prelude held back (nothing happens if it was sent).
+    pub fn send(&mut self) -> Result<(), BackendError> {
+        let Some((method, params)) = self.unsent.take() else {
+            return Ok(());
+        };
+        self.core.send_registered(self.id, &method, params)?;
+        self.open = true;
+        Ok(())
     }
 
     pub async fn next_event(&mut self) -> CallEvent {

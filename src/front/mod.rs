@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::validate::{Inbound, OriginPolicy, RequestMeta, SUPPORTED_VERSIONS};
 use crate::auth::{AuthError, Authenticator};
-use crate::backend::pool::{capability_profile, Pool, PoolKey};
+use crate::backend::pool::{Pool, PoolKey, Purpose};
 use crate::backend::BackendSpec;
 use crate::config::{Config, RouteConfig};
 use crate::error::GatewayError;
@@ -576,10 +576,10 @@ impl Gateway {
                 let init = match route.pool.cached_init() {
                     Some(init) => init,
                     None => {
-                        let profile = capability_profile(&meta.client_capabilities);
+                        let profile = route.pool.profile_for(&meta.client_capabilities);
                         let lease = route
                             .pool
-                            .acquire(&PoolKey::new(principal, &profile), &profile)
+                            .acquire(&PoolKey::new(principal, &profile), &profile, Purpose::Plain)
                             .await?;
                         lease
                             .session()
@@ -680,9 +680,14 @@ impl Gateway {
             }
         }
 
-        let profile = capability_profile(&meta.client_capabilities);
+        let profile = route.pool.profile_for(&meta.client_capabilities);
         let key = PoolKey::new(principal, &profile);
-        let lease = route.pool.acquire(&key, &profile).await?;
+        let purpose = if interruptible {
+            Purpose::Interruptible
+        } else {
+            Purpose::Plain
+        };
+        let lease = route.pool.acquire(&key, &profile, purpose).await?;
         let session = lease
             .session()
             .ok_or_else(|| GatewayError::Internal("lease without session".into()))?;

@@ -4,6 +4,12 @@
 //! rounds (batched within the settle window), delivers validated answers, and enforces the
 //! request timeout and the per-round wait.
 //!
+//! A call whose session holds questions the backend asked before the call (its prelude, such as
+//! the `roots/list` sent right after `initialized`) is sent to the backend only once they are
+//! answered: the answers come first, then a `ping` barrier when roots were among them, then the
+//! call. Roots a client gives are recorded on the session, which the pool then keeps from
+//! other flows.
+//!
 //! Dropping a [`CallDriver`] whose call is unfinished cancels the backend request
 //! (`notifications/cancelled`); the session then returns to the pool.
 
@@ -80,6 +86,9 @@ pub struct CallDriver {
     key_counter: u32,
     /// Events that arrived while the call was held, read before waiting for new ones.
     backlog: VecDeque<CallEvent>,
+    /// A client's roots were delivered while the call was not sent yet: the backend must have
+    /// applied them before it hears the call.
+    prelude_gave_roots: bool,
     /// Rounds completed so far.
     pub round: u32,
 }
@@ -127,6 +136,7 @@ impl CallDriver {
             keys_used: HashSet::new(),
             key_counter: 0,
             backlog: VecDeque::new(),
+            prelude_gave_roots: false,
             round: 0,
         }
     }
@@ -186,9 +196,7 @@ impl CallDriver {
         for (key, result) in answers.0 {
             if let Some(pos) = self.outstanding.iter().position(|p| p.key == key) {
                 let input = self.outstanding.remove(pos);
-                if let Err(e) = self.call.respond(input.backend_id, Ok(result)) {
-                    tracing::debug!(error = %e, "delivering an answer failed");
-                }
+                self.deliver(&input, result);
             }
         }
         let now = Instant::now();
@@ -198,6 +206,41 @@ impl CallDriver {
         } else {
             // Ask again for what is still missing, after gathering what else arrives.
             self.settle_deadline = Some(now + self.settle);
+        }
+    }
+
+    /// Gives the backend a client's answer to one of its questions.
+    fn deliver(&mut self, input: &PendingInput, result: Value) {
+        if let Err(e) = self.call.respond(input.backend_id.clone(), Ok(result)) {
+            tracing::debug!(error = %e, "delivering an answer failed");
+            return;
+        }
+        if input.kind == InputKind::Roots {
+            if let Some(session) = self.lease.session() {
+                session.note_client_roots();
+            }
+            if self.call.is_unsent() {
+                self.prelude_gave_roots = true;
+            }
+        }
+    }
+
+    /// Sends the call once its prelude is over: the backend's earlier questions are answered
+    /// (or there were none left to ask). Roots given meanwhile must apply first.
+    async fn send_after_prelude(&mut self) -> Option<Step> {
+        if self.outstanding.iter().any(|p| p.deferred) || !self.backlog.is_empty() {
+            return None;
+        }
+        if std::mem::take(&mut self.prelude_gave_roots) {
+            if let Some(session) = self.lease.session() {
+                session.roots_barrier().await;
+            }
+        }
+        match self.call.send() {
+            Ok(()) => None,
+            Err(e) => Some(Step::End(Ending::Failed(GatewayError::BackendUnavailable(
+                e.to_string(),
+            )))),
         }
     }
 
@@ -278,7 +321,7 @@ impl CallDriver {
                 };
                 if let Some(answer) = self.scope.preanswers.remove(&input.key) {
                     if let Ok(result) = validate_answer(&input, &answer) {
-                        let _ = self.call.respond(input.backend_id, Ok(result));
+                        self.deliver(&input, result);
                         return;
                     }
                 }
@@ -343,6 +386,18 @@ impl CallDriver {
     pub async fn next_step(&mut self) -> Step {
         let mut drained = 0;
         loop {
+            if self.call.is_unsent() {
+                // The prelude's questions were queued before the driver ran: take them all, then
+                // send the call if none is left for the client.
+                while let Some(event) = self.call.try_next_event() {
+                    if let Some(step) = self.on_event(event) {
+                        return step;
+                    }
+                }
+                if let Some(step) = self.send_after_prelude().await {
+                    return step;
+                }
+            }
             let wake = [
                 Some(self.deadline),
                 self.settle_deadline,

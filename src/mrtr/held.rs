@@ -117,6 +117,13 @@ impl<T> HeldTable<T> {
         self.entries.get(id).map(|slot| read(&slot.value))
     }
 
+    /// Changes an entry in place.
+    pub fn update<R>(&self, id: &str, change: impl FnOnce(&mut T) -> R) -> Option<R> {
+        self.entries
+            .get_mut(id)
+            .map(|mut slot| change(&mut slot.value))
+    }
+
     /// Takes an entry out; only one caller gets it.
     pub fn take(&self, id: &str) -> Option<T> {
         let (_, slot) = self.entries.remove(id)?;

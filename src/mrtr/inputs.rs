@@ -255,7 +255,11 @@ fn validate_elicit_result(
     }
 }
 
-/// Form content against a flat `requestedSchema` (the primitive schemas the spec allows).
+/// Form content against a flat `requestedSchema` (the primitive schemas the spec allows), no
+/// stricter than the legacy SDKs' own check (a JSON Schema validator): required fields, types,
+/// `enum`/`oneOf`/`anyOf`, length, number and item bounds. Fields the schema does not name pass
+/// unless it says `additionalProperties: false`; `format` is an annotation (JSON Schema 2020-12)
+/// and refuses nothing.
 fn validate_content(schema: &Value, content: &Map<String, Value>) -> Result<(), String> {
     let properties = schema
         .get("properties")
@@ -269,11 +273,15 @@ fn validate_content(schema: &Value, content: &Map<String, Value>) -> Result<(), 
             }
         }
     }
+    let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
     for (name, value) in content {
         let Some(prop) = properties.get(name) else {
-            return Err(format!(
-                "content field {name:?} is not in the requested schema"
-            ));
+            if closed {
+                return Err(format!(
+                    "content field {name:?} is not in the requested schema"
+                ));
+            }
+            continue;
         };
         validate_field(prop, value)
             .map_err(|problem| format!("content field {name:?} {problem}"))?;
@@ -314,9 +322,6 @@ fn validate_field(prop: &Value, value: &Value) -> Result<(), String> {
                 if !allowed.contains(&s) {
                     return Err(format!("must be one of {allowed:?}"));
                 }
-            }
-            if let Some(format) = prop.get("format").and_then(Value::as_str) {
-                check_format(format, s)?;
             }
             Ok(())
         }
@@ -363,84 +368,6 @@ fn validate_field(prop: &Value, value: &Value) -> Result<(), String> {
             _ => Err("must be a string, number or boolean".into()),
         },
     }
-}
-
-fn check_format(format: &str, s: &str) -> Result<(), String> {
-    let ok = match format {
-        "email" => s.split_once('@').is_some_and(|(local, domain)| {
-            !local.is_empty()
-                && domain.contains('.')
-                && !domain.starts_with('.')
-                && !s.contains(char::is_whitespace)
-        }),
-        "uri" => {
-            s.split_once(':').is_some_and(|(scheme, rest)| {
-                !rest.is_empty()
-                    && scheme
-                        .chars()
-                        .next()
-                        .is_some_and(|c| c.is_ascii_alphabetic())
-                    && scheme
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
-            }) && !s.contains(char::is_whitespace)
-        }
-        "date" => is_date(s),
-        "date-time" => s
-            .split_once(['T', 't'])
-            .is_some_and(|(date, time)| is_date(date) && is_time(time)),
-        _ => true,
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(format!("is not a valid {format}"))
-    }
-}
-
-fn digits(s: &str, n: usize) -> Option<u32> {
-    (s.len() == n && s.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| s.parse().ok())
-        .flatten()
-}
-
-fn is_date(s: &str) -> bool {
-    let mut parts = s.split('-');
-    match (
-        parts.next().and_then(|y| digits(y, 4)),
-        parts.next().and_then(|m| digits(m, 2)),
-        parts.next().and_then(|d| digits(d, 2)),
-        parts.next(),
-    ) {
-        (Some(_), Some(m), Some(d), None) => (1..=12).contains(&m) && (1..=31).contains(&d),
-        _ => false,
-    }
-}
-
-fn is_time(s: &str) -> bool {
-    // HH:MM:SS[.frac](Z|±HH:MM)
-    let (clock, zone) = match s.find(['Z', 'z', '+', '-']) {
-        Some(i) => s.split_at(i),
-        None => return false,
-    };
-    let clock = clock.split('.').next().unwrap_or_default();
-    let mut parts = clock.split(':');
-    let hms = (
-        parts.next().and_then(|h| digits(h, 2)),
-        parts.next().and_then(|m| digits(m, 2)),
-        parts.next().and_then(|s| digits(s, 2)),
-        parts.next(),
-    );
-    let clock_ok = matches!(hms, (Some(h), Some(m), Some(s), None) if h < 24 && m < 60 && s <= 60);
-    let zone = zone.as_bytes();
-    let two = |b: &[u8], max: u32| {
-        b.len() == 2
-            && b.iter().all(u8::is_ascii_digit)
-            && u32::from(b[0] - b'0') * 10 + u32::from(b[1] - b'0') < max
-    };
-    let zone_ok = zone.eq_ignore_ascii_case(b"z")
-        || (zone.len() == 6 && two(&zone[1..3], 24) && zone[3] == b':' && two(&zone[4..6], 60));
-    clock_ok && zone_ok
 }
 
 fn validate_sampling_result(answer: &Map<String, Value>) -> Result<Value, String> {
@@ -598,17 +525,39 @@ mod tests {
         }));
         let ok = json!({"action": "accept", "content": {"name": "Al", "age": 3, "email": "a@b.co", "color": "red", "tags": ["a"], "born": "2020-02-29"}});
         assert!(validate_answer(&input, &ok).is_ok());
+        // `format` is an annotation, and fields the schema does not name pass, as the legacy
+        // SDKs' validators have it.
+        let lenient = json!({"action": "accept", "content": {"name": "Al", "email": "nope", "born": "Alice", "extra": 1}});
+        assert_eq!(
+            validate_answer(&input, &lenient).unwrap(),
+            json!({"action": "accept", "content": {"name": "Al", "email": "nope", "born": "Alice", "extra": 1}})
+        );
+        let closed = elicitation(json!({
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "additionalProperties": false
+        }));
+        assert!(validate_answer(
+            &closed,
+            &json!({"action": "accept", "content": {"name": "Al", "extra": 1}})
+        )
+        .is_err());
+        assert!(validate_answer(
+            &closed,
+            &json!({"action": "accept", "content": {"name": "Al"}})
+        )
+        .is_ok());
         for bad in [
             json!({"action": "accept", "content": {}}),
             json!({"action": "accept", "content": {"name": 5}}),
             json!({"action": "accept", "content": {"name": "A"}}),
             json!({"action": "accept", "content": {"name": "Al", "age": 1.5}}),
             json!({"action": "accept", "content": {"name": "Al", "age": -1}}),
-            json!({"action": "accept", "content": {"name": "Al", "email": "nope"}}),
+            json!({"action": "accept", "content": {"name": "Al", "email": 5}}),
             json!({"action": "accept", "content": {"name": "Al", "color": "green"}}),
             json!({"action": "accept", "content": {"name": "Al", "tags": ["a", "b", "a"]}}),
-            json!({"action": "accept", "content": {"name": "Al", "born": "2020-13-01"}}),
-            json!({"action": "accept", "content": {"name": "Al", "extra": 1}}),
+            json!({"action": "accept", "content": {"name": "Al", "tags": ["c"]}}),
+            json!({"action": "accept", "content": {"name": "Al", "born": true}}),
             json!({"action": "maybe"}),
             json!(null),
             json!("accept"),
@@ -650,16 +599,5 @@ mod tests {
         .is_ok());
         assert!(validate_answer(&roots, &json!({"roots": [{"uri": "http://x"}]})).is_err());
         assert!(validate_answer(&roots, &json!({"roots": "x"})).is_err());
-    }
-
-    #[test]
-    fn date_time_formats() {
-        assert!(check_format("date-time", "2026-07-28T10:00:00Z").is_ok());
-        assert!(check_format("date-time", "2026-07-28T10:00:00.5+02:00").is_ok());
-        assert!(check_format("date-time", "2026-07-28 10:00").is_err());
-        assert!(check_format("date-time", "2026-07-28T10:00:00+0é00").is_err());
-        assert!(check_format("date-time", "2026-07-28T1é:00:00Z").is_err());
-        assert!(check_format("uri", "https://x.example/a").is_ok());
-        assert!(check_format("uri", "no scheme").is_err());
     }
 }

@@ -9,8 +9,9 @@
 //!
 //! Redemption order (design invariant 3): open and verify the state (integrity, expiry, owner,
 //! route, principal, method, params digest, round), validate every answer, and only then take the
-//! held call out of the table. A rejected retry leaves the call held and sends the backend
-//! nothing. A re-sent retry with the same answers attaches to the outcome of the first one
+//! held call out of the table. A rejected retry sends the backend nothing and leaves the call
+//! held; when its answers were refused, only for `refused_retry_grace`, since clients rarely
+//! correct an answer after an error. A re-sent retry with the same answers attaches to the outcome of the first one
 //! (invariant 4), so the backend sees each answer exactly once.
 //!
 //! Tasks: a first call runs in its request's own task up to its first notification or outcome
@@ -480,18 +481,26 @@ impl Bridge {
                 }
             }
             Entry::Vacant(slot) => {
+                let grace = self.config.refused_retry_grace;
                 let validated = self
                     .held
-                    .with(&payload.held_id, |held| {
+                    .update(&payload.held_id, |held| {
                         if held.round != payload.round {
                             return Err(reject(StateRejection::ConsumedOrUnknown));
                         }
-                        match &held.kind {
+                        let checked = match &held.kind {
                             Held::Live(driver) => driver.validate_answers(answers).map(Some),
                             Held::Reissue { inputs, .. } => {
                                 validate_reissue(inputs, answers).map(|()| None)
                             }
+                        };
+                        if checked.is_err() {
+                            // The official clients do not retry after an error: unless a
+                            // corrected retry comes soon, the sweeper abandons the call and its
+                            // session is reset.
+                            held.expires = held.expires.min(Instant::now() + grace);
                         }
+                        checked
                     })
                     .ok_or(reject(StateRejection::ConsumedOrUnknown))??;
                 let held = self

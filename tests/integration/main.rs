@@ -13,6 +13,7 @@ mod faults;
 mod forwarding;
 mod mrtr;
 mod pool;
+mod roots;
 mod soak;
 mod telemetry;
 mod validation;

@@ -91,8 +91,12 @@ async fn each_capability_profile_gets_its_own_session() {
         .collect();
     assert_eq!(
         declared,
-        vec![json!({}), json!({"elicitation": {"form": {}}, "roots": {}})],
-        "one session per normalized profile, declaring exactly it"
+        vec![
+            json!({}),
+            json!({"elicitation": {"form": {}}, "roots": {"listChanged": true}})
+        ],
+        "one session per normalized profile, declaring exactly it (listChanged is the \
+         gateway's: it tells a session's backend to ask for roots again)"
     );
     h.stop().await;
 }

@@ -1,0 +1,265 @@
+//! Roots stay with the flow that gave them, against a legacy rmcp backend that asks `roots/list`
+//! right after `initialized` and again after `notifications/roots/list_changed`, and uses the
+//! roots in every call (`open_path`, like server-filesystem: the client's roots replace the
+//! configured one). The clients are rmcp clients pinned to 2026-07-28 that answer the gateway's
+//! rounds with their own roots. Also: a retry refused for its answers frees the session.
+
+#![allow(deprecated)]
+
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, Root};
+use serde_json::{json, Value};
+
+use crate::support::gateway::{Backend, Harness, Options};
+use crate::support::modern_client::{
+    connect_modern, modern_request, post_raw, retry_of, ModernClient, TestClientHandler,
+};
+
+over_both_transports!(
+    a_first_call_runs_under_the_roots_its_client_gave,
+    one_flows_roots_never_reach_another,
+    static_roots_hold_from_the_first_call,
+    a_refused_retry_frees_the_session_within_the_grace,
+);
+
+/// What the backend uses until a client gives roots (server-filesystem's command-line directory).
+const CONFIGURED_ROOT: &str = "file:///srv/configured";
+
+fn roots_backend(pool: &str, backend: &str) -> Options {
+    Options {
+        env: vec![
+            ("LEGACY_BACKEND_ROOTS_ON_INIT", "1"),
+            ("LEGACY_BACKEND_DEFAULT_ROOT", CONFIGURED_ROOT),
+        ],
+        pool: pool.into(),
+        backend: backend.into(),
+        ..Options::default()
+    }
+}
+
+fn rooted_client(root: &str) -> TestClientHandler {
+    TestClientHandler::builder()
+        .roots()
+        .roots_list(vec![Root::new(root)])
+        .build()
+}
+
+async fn connect(h: &Harness, handler: TestClientHandler) -> ModernClient {
+    tokio::time::timeout(Duration::from_secs(20), connect_modern(&h.url, handler))
+        .await
+        .expect("connect in time")
+        .expect("client connects")
+}
+
+/// `open_path` of `uri`: `Ok` with the text when the backend opened it, `Err` when it denied it.
+async fn open(client: &ModernClient, uri: &str) -> Result<String, String> {
+    let params = CallToolRequestParams::new("open_path").with_arguments(
+        json!({ "uri": uri })
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let result: CallToolResult =
+        tokio::time::timeout(Duration::from_secs(20), client.call_tool(params))
+            .await
+            .expect("open_path answered in time")
+            .expect("open_path completes");
+    let text = result
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default();
+    if result.is_error == Some(true) {
+        Err(text)
+    } else {
+        Ok(text)
+    }
+}
+
+fn roots_asked(handler: &TestClientHandler) -> usize {
+    handler
+        .recorded()
+        .iter()
+        .filter(|r| r.method() == "roots/list")
+        .count()
+}
+
+fn initializations(h: &Harness) -> usize {
+    h.backend_methods()
+        .iter()
+        .filter(|m| *m == "initialize")
+        .count()
+}
+
+async fn a_first_call_runs_under_the_roots_its_client_gave(kind: Backend) {
+    let h = Harness::start_with(kind, roots_backend("max_sessions = 1", "")).await;
+    let a = rooted_client("file:///srv/a");
+    let client = connect(&h, a.clone()).await;
+
+    let outside = open(&client, &format!("{CONFIGURED_ROOT}/notes.txt")).await;
+    assert!(
+        outside.as_ref().is_err_and(|e| e.contains("denied")),
+        "the first call already runs under the client's roots: {outside:?}"
+    );
+    assert_eq!(
+        roots_asked(&a),
+        1,
+        "the backend's question went to the client"
+    );
+    // On the wire: the roots answer reached the backend before the call did.
+    let messages = h.backend_messages();
+    let call_at = messages
+        .iter()
+        .position(|m| m["method"] == "tools/call")
+        .expect("the backend got the call");
+    let roots_answer_at = messages
+        .iter()
+        .position(|m| m["result"]["roots"][0]["uri"] == "file:///srv/a")
+        .expect("the backend got the client's roots");
+    assert!(roots_answer_at < call_at, "{messages:?}");
+
+    assert_eq!(
+        open(&client, "file:///srv/a/notes.txt").await,
+        Ok("opened file:///srv/a/notes.txt".into())
+    );
+    h.wait_no_held().await;
+    let _ = client.cancel().await;
+    h.stop().await;
+}
+
+async fn one_flows_roots_never_reach_another(kind: Backend) {
+    // One session for everybody: client B gets the session client A used.
+    let h = Harness::start_with(kind, roots_backend("max_sessions = 1", "")).await;
+    let a = rooted_client("file:///srv/a");
+    let b = rooted_client("file:///srv/b");
+    let client_a = connect(&h, a.clone()).await;
+    let client_b = connect(&h, b.clone()).await;
+
+    assert!(open(&client_a, "file:///srv/a/1.txt").await.is_ok());
+    assert_eq!(
+        open(&client_b, "file:///srv/b/2.txt").await,
+        Ok("opened file:///srv/b/2.txt".into()),
+        "B reads its own root"
+    );
+    let leaked = open(&client_b, "file:///srv/a/1.txt").await;
+    assert!(
+        leaked.as_ref().is_err_and(|e| e.contains("denied")),
+        "B must not read A's root: {leaked:?}"
+    );
+    let back = open(&client_a, "file:///srv/b/2.txt").await;
+    assert!(back.is_err(), "nor A B's: {back:?}");
+    assert!(open(&client_a, "file:///srv/a/1.txt").await.is_ok());
+    // Each flow was asked for its roots, all on the one session (asked again each time).
+    assert_eq!(roots_asked(&a), 3);
+    assert_eq!(roots_asked(&b), 2);
+    assert_eq!(initializations(&h), 1, "one backend session served both");
+    assert!(h
+        .backend_methods()
+        .iter()
+        .any(|m| m == "notifications/roots/list_changed"));
+    h.wait_no_held().await;
+    let _ = client_a.cancel().await;
+    let _ = client_b.cancel().await;
+    h.stop().await;
+}
+
+async fn static_roots_hold_from_the_first_call(kind: Backend) {
+    let h = Harness::start_with(
+        kind,
+        roots_backend(
+            "",
+            "unsolicited = \"static\"\nstatic_roots = [{ uri = \"file:///srv/static\", name = \"static\" }]",
+        ),
+    )
+    .await;
+    let rooted = rooted_client("file:///srv/a");
+    let client = connect(&h, rooted.clone()).await;
+    assert_eq!(
+        open(&client, "file:///srv/static/s.txt").await,
+        Ok("opened file:///srv/static/s.txt".into()),
+        "the static roots apply to the first call"
+    );
+    assert!(open(&client, "file:///srv/a/s.txt").await.is_err());
+    assert!(open(&client, &format!("{CONFIGURED_ROOT}/s.txt"))
+        .await
+        .is_err());
+    assert_eq!(roots_asked(&rooted), 0, "no client is asked for roots");
+
+    // A client that declares no roots gets the static ones too.
+    let plain = TestClientHandler::builder().build();
+    let plain_client = connect(&h, plain).await;
+    assert!(open(&plain_client, "file:///srv/static/t.txt")
+        .await
+        .is_ok());
+    assert!(open(&plain_client, &format!("{CONFIGURED_ROOT}/t.txt"))
+        .await
+        .is_err());
+    let _ = client.cancel().await;
+    let _ = plain_client.cancel().await;
+    h.stop().await;
+}
+
+async fn a_refused_retry_frees_the_session_within_the_grace(kind: Backend) {
+    // One session, a long held_ttl: only the grace can give the session back in time. The next
+    // call waits for it at most grace + 1 s (queue_wait), the bound the README states.
+    let h = Harness::start_with(
+        kind,
+        Options {
+            pool: "max_sessions = 1\nqueue_wait = \"2s\"".into(),
+            mrtr: "held_ttl = \"50s\"\nrefused_retry_grace = \"1s\"".into(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let caps = serde_json::from_value(json!({"elicitation": {}})).expect("caps");
+    let first = modern_request(
+        1,
+        "tools/call",
+        json!({"name": "ask_name", "arguments": {}}),
+        &caps,
+    );
+    let round = post_raw(&h.url, &first).await;
+    let result = round.result().expect("a round").clone();
+    assert_eq!(result["resultType"], "input_required", "{}", round.body);
+    let state = result["requestState"].as_str().expect("state").to_string();
+    let key = result["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .expect("one input request");
+    let bad = json!({ key: {"action": "accept", "content": {"name": 42}} });
+    let refused = post_raw(&h.url, &retry_of(&first, json!(2), bad, &state)).await;
+    assert_eq!(
+        (refused.status, refused.error_code()),
+        (400, Some(-32602)),
+        "{}",
+        refused.body
+    );
+    assert_eq!(h.held(), 1, "held for a corrected retry, during the grace");
+
+    let next = modern_request(
+        3,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "free"}}),
+        &caps,
+    );
+    let echoed = post_raw(&h.url, &next).await;
+    assert_eq!(echoed.status, 200, "{}", echoed.body);
+    assert_eq!(
+        echoed
+            .result()
+            .and_then(|r| r["content"][0]["text"].as_str()),
+        Some("free"),
+        "{}",
+        echoed.body
+    );
+    assert_eq!(h.held(), 0);
+    let cancelled: Vec<Value> = h
+        .backend_messages()
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/cancelled")
+        .collect();
+    assert_eq!(cancelled.len(), 1, "the abandoned call was cancelled");
+    h.stop().await;
+}

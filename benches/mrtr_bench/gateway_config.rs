@@ -65,6 +65,46 @@ pub fn stdio_demo_config(min_idle: usize, admin: bool) -> String {
     )
 }
 
+/// How the M5 gateway treats the roots its backend asks for.
+pub enum RootsPolicy {
+    /// `unsolicited = "defer"` (the default); `roots_settle` in ms, `None` for the default.
+    Defer { settle_ms: Option<u64> },
+    /// `unsolicited = "static"` with one static root.
+    Static,
+}
+
+/// A gateway in front of the roots backend over stdio (this bench binary run with
+/// `--serve-roots-backend`), one session, so consecutive flows share it.
+pub fn stdio_roots_config(
+    configured_root: &str,
+    static_root: &str,
+    policy: &RootsPolicy,
+) -> String {
+    let command = std::env::current_exe()
+        .map(|exe| exe.display().to_string())
+        .unwrap_or_default();
+    let policy = match policy {
+        RootsPolicy::Defer { settle_ms: None } => String::new(),
+        RootsPolicy::Defer {
+            settle_ms: Some(ms),
+        } => format!("roots_settle = \"{ms}ms\"\n"),
+        RootsPolicy::Static => format!(
+            "unsolicited = \"static\"\nstatic_roots = [{{ uri = {} }}]\n",
+            toml_string(static_root)
+        ),
+    };
+    format!(
+        "{server}\
+         [[route]]\npath = \"/mcp\"\nbackend = \"roots\"\n\n\
+         [backend.roots]\ntransport = \"stdio\"\ncommand = {command}\nargs = [{flag}, {root}]\n{policy}\n\
+         [backend.roots.pool]\nmax_sessions = 1\n",
+        server = server_table(false),
+        command = toml_string(&command),
+        flag = toml_string(crate::roots_backend::SERVE_ROOTS_BACKEND_FLAG),
+        root = toml_string(configured_root),
+    )
+}
+
 fn server_table(admin: bool) -> String {
     let admin = if admin {
         "admin_listen = \"127.0.0.1:0\"\n"

@@ -1,5 +1,5 @@
 //! `mrtr-bench`, the gateway's macro benchmark:
-//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4]`.
+//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5]`.
 //!
 //! Everything runs on loopback, every loop is bounded by a duration or a count, and every
 //! process the benchmark starts is stopped by its PID when its guard is dropped.
@@ -7,13 +7,15 @@
 //! This file owns the command line, the sizes of each mode, the order of the scenarios and the
 //! output files. The other files:
 //! - `backend.rs`: the fast 2025-11-25 backend (this binary run with `--serve-backend ADDR`);
+//! - `roots_backend.rs`: a stdio backend that uses roots like server-filesystem (this binary run
+//!   with `--serve-roots-backend ROOT`);
 //! - `procs.rs`: starting and stopping the backend, the gateway and nginx; RSS; limits;
 //! - `gateway_config.rs`: the gateway configurations, as TOML;
 //! - `wire.rs`: the HTTP client and both protocol revisions' request shapes;
 //! - `rounds.rs`: one elicitation exchange through the gateway and natively;
 //! - `load.rs`: the load drivers and their latency histograms;
-//! - `m1_passthrough.rs`, `m2_elicitation.rs`, `m3_capacity.rs`, `m4_stdio_pool.rs`: the
-//!   scenarios;
+//! - `m1_passthrough.rs`, `m2_elicitation.rs`, `m3_capacity.rs`, `m4_stdio_pool.rs`,
+//!   `m5_roots.rs`: the scenarios;
 //! - `report.rs` and `chart.rs`: the Markdown tables and `m1.svg`.
 //!
 //! `--smoke` runs every scenario with tiny sizes (well under a minute) and exits non-zero if any
@@ -28,8 +30,10 @@ mod m1_passthrough;
 mod m2_elicitation;
 mod m3_capacity;
 mod m4_stdio_pool;
+mod m5_roots;
 mod procs;
 mod report;
+mod roots_backend;
 mod rounds;
 mod wire;
 
@@ -46,7 +50,7 @@ use report::Findings;
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const USAGE: &str =
-    "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4]";
+    "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5]";
 const DEFAULT_OUT_DIR: &str = "target/mrtr-bench";
 
 struct Options {
@@ -62,6 +66,7 @@ struct Scenarios {
     m2: bool,
     m3: bool,
     m4: bool,
+    m5: bool,
 }
 
 impl Scenarios {
@@ -70,6 +75,7 @@ impl Scenarios {
         m2: true,
         m3: true,
         m4: true,
+        m5: true,
     };
 
     fn parse(list: &str) -> Result<Self, String> {
@@ -78,6 +84,7 @@ impl Scenarios {
             m2: false,
             m3: false,
             m4: false,
+            m5: false,
         };
         for name in list.split(',').map(str::trim) {
             match name.to_ascii_lowercase().as_str() {
@@ -85,6 +92,7 @@ impl Scenarios {
                 "m2" => chosen.m2 = true,
                 "m3" => chosen.m3 = true,
                 "m4" => chosen.m4 = true,
+                "m5" => chosen.m5 = true,
                 other => return Err(format!("--only: unknown scenario {other:?}\n{USAGE}")),
             }
         }
@@ -96,6 +104,8 @@ enum Invocation {
     Bench(Options),
     /// The hidden child-process mode: serve the fast backend on this address.
     ServeBackend(String),
+    /// The hidden child-process mode: serve the roots backend on stdio with this root.
+    ServeRootsBackend(String),
     Help,
 }
 
@@ -110,6 +120,10 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Invocation, Stri
             backend::SERVE_BACKEND_FLAG => {
                 let addr = args.next().ok_or("--serve-backend needs an address")?;
                 return Ok(Invocation::ServeBackend(addr));
+            }
+            roots_backend::SERVE_ROOTS_BACKEND_FLAG => {
+                let root = args.next().ok_or("--serve-roots-backend needs a root")?;
+                return Ok(Invocation::ServeRootsBackend(root));
             }
             "--smoke" => options.smoke = true,
             "--out" => options.out_dir = args.next().ok_or("--out needs a directory")?.into(),
@@ -135,6 +149,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("backend: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Ok(Invocation::ServeRootsBackend(root)) => match roots_backend::serve_child(&root) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("roots backend: {error}");
                 ExitCode::FAILURE
             }
         },
@@ -164,6 +185,7 @@ struct Plan {
     m2: m2_elicitation::Settings,
     m3: m3_capacity::Settings,
     m4: m4_stdio_pool::Settings,
+    m5: m5_roots::Settings,
 }
 
 impl Plan {
@@ -187,6 +209,10 @@ impl Plan {
                     retry_concurrency: 16,
                 },
                 m4: m4_stdio_pool::Settings { runs: 1 },
+                m5: m5_roots::Settings {
+                    warmup: 2,
+                    flows: 10,
+                },
             }
         } else {
             Self {
@@ -206,6 +232,10 @@ impl Plan {
                     retry_concurrency: 16,
                 },
                 m4: m4_stdio_pool::Settings { runs: 5 },
+                m5: m5_roots::Settings {
+                    warmup: 10,
+                    flows: 200,
+                },
             }
         }
     }
@@ -280,6 +310,12 @@ async fn run(options: Options) -> ExitCode {
                 .failures
                 .push(format!("M4 did not complete: {error}")),
         }
+    }
+    if scenarios.m5 {
+        eprintln!("mrtr-bench: M5 roots per flow");
+        let (rows, failures) = m5_roots::run(&plan.m5).await;
+        findings.m5 = rows;
+        findings.failures.extend(failures);
     }
     findings.notes.push(format!(
         "nginx runs `worker_processes {}` (one worker per core), like the gateway's Tokio runtime (one worker thread per core).",
@@ -401,6 +437,9 @@ fn collect_request_errors(findings: &mut Findings) {
     }
     for row in &findings.m2 {
         failed.push((format!("M2 {}", row.label), &row.stats));
+    }
+    for row in &findings.m5 {
+        failed.push((format!("M5 {}", row.label), &row.stats));
     }
     for row in &findings.m3 {
         failed.push((format!("M3 {} held: opening", row.held), &row.opened));

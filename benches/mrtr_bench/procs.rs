@@ -4,8 +4,9 @@
 //!   too (a stop signal with a grace period where the program shuts down cleanly, then SIGKILL,
 //!   then `wait`).
 //! - [`BackendProcess`]: the fast legacy backend, this bench binary run again.
-//! - [`GatewayProcess`]: the release `mrtr-gateway` binary with a generated configuration in a
-//!   temporary directory; its address is read from the `serving` line it logs on stderr.
+//! - [`GatewayProcess`]: the release `mrtr-gateway` binary (or the one `MRTR_BENCH_GATEWAY`
+//!   names) with a generated configuration in a temporary directory; its address is read from
+//!   the `serving` line it logs on stderr.
 //! - [`NginxProcess`]: nginx as a reverse proxy to the backend, everything under a temporary
 //!   prefix.
 //! - Resident memory (`VmRSS`), the open-files limit, and version strings.
@@ -26,6 +27,14 @@ use crate::BenchResult;
 
 /// The gateway binary cargo built for this bench (release profile).
 pub const GATEWAY_EXE: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
+/// Names another gateway binary to measure (for example an earlier build, for before/after
+/// figures); the stdio demo backend stays this build's.
+const GATEWAY_OVERRIDE_VAR: &str = "MRTR_BENCH_GATEWAY";
+
+/// The gateway binary the scenarios run: [`GATEWAY_OVERRIDE_VAR`], else [`GATEWAY_EXE`].
+fn gateway_exe() -> PathBuf {
+    std::env::var_os(GATEWAY_OVERRIDE_VAR).map_or_else(|| PathBuf::from(GATEWAY_EXE), PathBuf::from)
+}
 /// Where Debian puts nginx; `PATH` is searched when it is not there.
 const NGINX_DEFAULT_PATH: &str = "/usr/sbin/nginx";
 const START_TIMEOUT: Duration = Duration::from_secs(20);
@@ -237,7 +246,7 @@ impl GatewayProcess {
         let config_path = dir.path().join("gateway.toml");
         fs::write(&config_path, config)?;
         let log = dir.path().join("gateway.log");
-        let child = Command::new(GATEWAY_EXE)
+        let child = Command::new(gateway_exe())
             .arg("--config")
             .arg(&config_path)
             .env("RUST_LOG", "info")
@@ -435,7 +444,7 @@ impl NginxProcess {
 
 /// `mrtr-gateway --version`.
 pub fn gateway_version() -> String {
-    Command::new(GATEWAY_EXE)
+    Command::new(gateway_exe())
         .arg("--version")
         .output()
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())

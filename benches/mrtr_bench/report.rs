@@ -10,6 +10,7 @@ use crate::m1_passthrough::{Point, Target};
 use crate::m2_elicitation::Row as M2Row;
 use crate::m3_capacity::Row as M3Row;
 use crate::m4_stdio_pool::{median, Results as M4Results};
+use crate::m5_roots::{Row as M5Row, CONFIGURED_ROOT, STATIC_ROOT};
 use crate::procs::{gateway_version, nginx_version, NGINX_WORKERS};
 
 /// Everything measured in one run.
@@ -21,6 +22,7 @@ pub struct Findings {
     pub m2: Vec<M2Row>,
     pub m3: Vec<M3Row>,
     pub m4: Option<M4Results>,
+    pub m5: Vec<M5Row>,
     /// Remarks worth reading next to the numbers (skipped targets, settings).
     pub notes: Vec<String>,
     /// What failed: scenarios that could not run, and request errors.
@@ -81,6 +83,7 @@ pub fn tables(findings: &Findings) -> String {
     if let Some(m4) = &findings.m4 {
         m4_table(&mut out, m4);
     }
+    m5_table(&mut out, &findings.m5);
     if !findings.notes.is_empty() {
         out.push_str("## Notes\n\n");
         for note in &findings.notes {
@@ -290,6 +293,40 @@ fn m4_table(out: &mut String, m4: &M4Results) {
         range(&m4.warm_first_us),
         median(&m4.warm_second_us),
     );
+}
+
+fn m5_table(out: &mut String, rows: &[M5Row]) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "## M5: roots per flow\n\n\
+         The roots backend over stdio (it asks `roots/list` after `initialized` and after \
+         `notifications/roots/list_changed`; the client's roots replace its configured \
+         `{CONFIGURED_ROOT}`), one session for every flow, concurrency 1. A flow is a \
+         `tools/call` and a retry per round, its roots rounds answered with the flow's own root; \
+         it counts as under the expected roots when the backend opened a file under them (the \
+         flow's own root; `{STATIC_ROOT}` for `static`; the configured root for a client without \
+         roots).\n\n\
+         | gateway | flows | calls per flow | flow p50 (µs) | flow p99 (µs) | under the expected roots | errors |\n\
+         |---|---:|---:|---:|---:|---:|---:|"
+    );
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.2} | {} | {} | {} of {} | {} |",
+            row.label,
+            row.stats.completed,
+            row.calls_per_flow(),
+            row.stats.p50_us(),
+            row.stats.p99_us(),
+            row.flows_under_expected_roots,
+            row.stats.completed,
+            row.stats.errors,
+        );
+    }
+    out.push('\n');
 }
 
 /// The 1, 5 and 15 minute load averages: other work on the machine skews every number.

@@ -29,7 +29,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// After `notifications/roots/list_changed`, how long a backend has to ask for roots again
 /// before its session is closed instead of lent to another flow.
-const ROOTS_REASK_WAIT: Duration = Duration::from_secs(2);
+const ROOTS_REASK_WAIT: Duration = Duration::from_secs(1);
 
 /// The capabilities a backend session declares at `initialize`, derived from what a 2026-07-28
 /// request declared: only the brokerable ones, in a canonical form (`elicitation: {}` means form).

@@ -29,7 +29,7 @@ over_both_transports!(
     undeclared_capabilities_are_never_surfaced,
 );
 
-fn caps(value: Value) -> ClientCapabilities {
+pub(crate) fn caps(value: Value) -> ClientCapabilities {
     serde_json::from_value(value).expect("capabilities")
 }
 
@@ -37,7 +37,7 @@ fn all_caps() -> Value {
     json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}})
 }
 
-fn tool_call(id: Value, name: &str, arguments: Value, capabilities: &Value) -> Value {
+pub(crate) fn tool_call(id: Value, name: &str, arguments: Value, capabilities: &Value) -> Value {
     modern_request(
         id,
         "tools/call",
@@ -46,13 +46,13 @@ fn tool_call(id: Value, name: &str, arguments: Value, capabilities: &Value) -> V
     )
 }
 
-struct Round {
-    state: String,
-    requests: Map<String, Value>,
+pub(crate) struct Round {
+    pub(crate) state: String,
+    pub(crate) requests: Map<String, Value>,
 }
 
 #[track_caller]
-fn input_required(exchange: &RawExchange) -> Round {
+pub(crate) fn input_required(exchange: &RawExchange) -> Round {
     assert_eq!(exchange.status, 200, "{}", exchange.body);
     let result = exchange
         .result()
@@ -73,7 +73,7 @@ fn input_required(exchange: &RawExchange) -> Round {
     }
 }
 
-fn key_of(round: &Round, method: &str) -> String {
+pub(crate) fn key_of(round: &Round, method: &str) -> String {
     round
         .requests
         .iter()
@@ -92,7 +92,7 @@ fn answers(h: &Harness) -> Vec<Value> {
         .collect()
 }
 
-fn text(exchange: &RawExchange) -> String {
+pub(crate) fn text(exchange: &RawExchange) -> String {
     exchange.result().expect("result")["content"][0]["text"]
         .as_str()
         .unwrap_or_default()

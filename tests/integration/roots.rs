@@ -11,9 +11,10 @@ use std::time::Duration;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Root};
 use serde_json::{json, Value};
 
+use crate::mrtr::{input_required, key_of, text, tool_call};
 use crate::support::gateway::{Backend, Harness, Options};
 use crate::support::modern_client::{
-    connect_modern, modern_request, post_raw, retry_of, ModernClient, TestClientHandler,
+    connect_modern, post_raw, retry_of, ModernClient, TestClientHandler,
 };
 
 over_both_transports!(
@@ -213,22 +214,12 @@ async fn a_refused_retry_frees_the_session_within_the_grace(kind: Backend) {
         },
     )
     .await;
-    let caps = serde_json::from_value(json!({"elicitation": {}})).expect("caps");
-    let first = modern_request(
-        1,
-        "tools/call",
-        json!({"name": "ask_name", "arguments": {}}),
-        &caps,
-    );
-    let round = post_raw(&h.url, &first).await;
-    let result = round.result().expect("a round").clone();
-    assert_eq!(result["resultType"], "input_required", "{}", round.body);
-    let state = result["requestState"].as_str().expect("state").to_string();
-    let key = result["inputRequests"]
-        .as_object()
-        .and_then(|r| r.keys().next().cloned())
-        .expect("one input request");
+    let caps = json!({"elicitation": {}});
+    let first = tool_call(json!(1), "ask_name", json!({}), &caps);
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
     let bad = json!({ key: {"action": "accept", "content": {"name": 42}} });
+    let state = round.state;
     let refused = post_raw(&h.url, &retry_of(&first, json!(2), bad, &state)).await;
     assert_eq!(
         (refused.status, refused.error_code()),
@@ -238,22 +229,10 @@ async fn a_refused_retry_frees_the_session_within_the_grace(kind: Backend) {
     );
     assert_eq!(h.held(), 1, "held for a corrected retry, during the grace");
 
-    let next = modern_request(
-        3,
-        "tools/call",
-        json!({"name": "echo", "arguments": {"text": "free"}}),
-        &caps,
-    );
+    let next = tool_call(json!(3), "echo", json!({"text": "free"}), &caps);
     let echoed = post_raw(&h.url, &next).await;
     assert_eq!(echoed.status, 200, "{}", echoed.body);
-    assert_eq!(
-        echoed
-            .result()
-            .and_then(|r| r["content"][0]["text"].as_str()),
-        Some("free"),
-        "{}",
-        echoed.body
-    );
+    assert_eq!(text(&echoed), "free", "{}", echoed.body);
     assert_eq!(h.held(), 0);
     let cancelled: Vec<Value> = h
         .backend_messages()

@@ -11,9 +11,11 @@
 // Rows:
 //   - server-everything 2026.1.26 and 2026.8.31, over stdio and over Streamable HTTP: its
 //     elicitation, sampling and roots tools complete with the client handlers' answers visible;
-//   - server-filesystem 2026.8.31 over stdio: the roots/list it sends right after `initialized`
-//     is deferred to the next tools/call's first round (unsolicited = "defer"), and
-//     `list_allowed_directories` then reflects the roots the client gave;
+//   - server-filesystem 2026.8.31 over stdio, whose command-line directory is replaced by the
+//     roots its client gives: client A's first call outside its root is denied (its roots are
+//     asked and applied before the call); client B of the same principal, on the same single
+//     session, reads its own root and is denied A's; with unsolicited = "static" the static
+//     roots hold from the first call and no client is asked;
 //   - pin guards (no gateway): the pinned client pointed straight at a legacy server must fail
 //     (over HTTP and stdio), while the same client in `auto` mode falls back to 2025-11-25.
 //     This proves the pin really prevents a silent fallback.
@@ -293,9 +295,10 @@ async function startGateway(name, backendToml, logDir) {
         'backend = "b"',
         '',
         '[backend.b]',
-        ...backendToml,
         'request_timeout = "60s"',
         'init_timeout = "20s"',
+        // Last: it may end with a sub-table such as [backend.b.pool].
+        ...backendToml,
         '',
       ].join('\n'),
     );
@@ -536,8 +539,13 @@ function caseList() {
   const fsVersion = pkgVersion('@modelcontextprotocol/server-filesystem');
   list.push({
     id: `filesystem-${fsVersion}-stdio`,
-    meta: { backend: '@modelcontextprotocol/server-filesystem', backendVersion: fsVersion, transport: 'stdio', via: 'gateway' },
-    run: (row, dir) => runFilesystem(row, dir),
+    meta: { backend: '@modelcontextprotocol/server-filesystem', backendVersion: fsVersion, transport: 'stdio', via: 'gateway (two clients, one session)' },
+    run: (row, dir) => runFilesystem(row, dir, 'flows'),
+  });
+  list.push({
+    id: `filesystem-${fsVersion}-stdio-static-roots`,
+    meta: { backend: '@modelcontextprotocol/server-filesystem', backendVersion: fsVersion, transport: 'stdio', via: 'gateway (unsolicited = "static")' },
+    run: (row, dir) => runFilesystem(row, dir, 'static'),
   });
   const guardVersion = pkgVersion('server-everything-2026-8');
   for (const transport of ['http', 'stdio']) {
@@ -569,7 +577,8 @@ function gatewayLogNotes(row, logFile) {
   row.check('gateway: no panic in its log', !/panicked at/.test(text), own.find((l) => /panicked at/.test(l)) ?? '');
 }
 
-function wireChecks(row, wire, expectTools) {
+// What every row's front wire must show, rounds or not.
+function baseWireChecks(row, wire) {
   row.wire = wire;
   row.check('front: first request is server/discover', wire.firstMethod === 'server/discover', `first method: ${wire.firstMethod}`);
   row.check('front: no initialize / notifications/initialized crossed', wire.initializeRequests === 0, `${wire.initializeRequests} seen`);
@@ -584,6 +593,10 @@ function wireChecks(row, wire, expectTools) {
   );
   row.check('front: every request carried MCP-Protocol-Version: 2026-07-28', wire.badVersionHeaders === 0, `${wire.badVersionHeaders} without`);
   row.check('front: only POST requests', wire.nonPost.length === 0, wire.nonPost.join('; '));
+}
+
+function wireChecks(row, wire, expectTools) {
+  baseWireChecks(row, wire);
   row.check('front: input_required results went by', wire.inputRequired.length > 0, `${wire.inputRequired.length} rounds`);
   row.check(
     'front: every round carried a requestState',
@@ -695,57 +708,85 @@ async function runEverything(row, dir, pkgDir, transport) {
   }
 }
 
-async function runFilesystem(row, dir) {
+// The roots rules against server-filesystem, whose command-line directory is replaced by the
+// roots its client gives (it asks right after `initialized`, and again after
+// `notifications/roots/list_changed`). `mode` is 'flows' (unsolicited = "defer", one session so
+// that client B gets the session client A used) or 'static' (unsolicited = "static").
+async function runFilesystem(row, dir, mode) {
   const token = `tok-${randomBytes(4).toString('hex')}`;
-  // The server is started with dirA; the client's root is dirB. Both are real directories.
-  const dirA = fs.realpathSync(fs.mkdtempSync(path.join(dir, 'arg-dir-')));
-  const dirB = fs.realpathSync(fs.mkdtempSync(path.join(dir, 'client-root-')));
-  fs.writeFileSync(path.join(dirB, `${token}.txt`), `hello ${token}\n`);
-  const rootUri = pathToFileURL(dirB).href;
-  const record = { elicitation: [], sampling: [], roots: [] };
+  const mk = (name) => fs.realpathSync(fs.mkdtempSync(path.join(dir, `${name}-`)));
+  const argDir = mk('arg-dir');
+  const rootA = mk('root-a');
+  const rootB = mk('root-b');
+  const staticDir = mk('static-root');
+  const files = {
+    arg: path.join(argDir, 'arg.txt'),
+    a: path.join(rootA, 'a.txt'),
+    b: path.join(rootB, 'b.txt'),
+    static: path.join(staticDir, 's.txt'),
+  };
+  for (const [name, file] of Object.entries(files)) fs.writeFileSync(file, `${name} ${token}\n`);
   const entry = path.join(HERE, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js');
+  const recordA = { elicitation: [], sampling: [], roots: [] };
+  const recordB = { elicitation: [], sampling: [], roots: [] };
+  const clientA = makeClient(`${token}-a`, pathToFileURL(rootA).href, recordA);
+  const clientB = makeClient(`${token}-b`, pathToFileURL(rootB).href, recordB);
+  const backendToml = ['transport = "stdio"', `command = ${tomlStr(NODE)}`, `args = [${tomlStr(entry)}, ${tomlStr(argDir)}]`];
+  if (mode === 'static') {
+    backendToml.push('unsolicited = "static"', `static_roots = [{ uri = ${tomlStr(pathToFileURL(staticDir).href)}, name = "static" }]`);
+  }
+  backendToml.push('', '[backend.b.pool]', 'max_sessions = 1');
   let gw = null;
   let proxy = null;
-  const client = makeClient(token, rootUri, record);
+  // read_text_file of `file`: 'read' with the content, or 'denied' (server-filesystem's error).
+  const read = async (client, file) => {
+    const r = await callToolRecorded(row, client, 'read_text_file', { path: file });
+    if (!r) return { verdict: 'failed', text: '' };
+    const t = textOf(r);
+    if (r.isError) return { verdict: /access denied/i.test(t) ? 'denied' : 'error', text: t };
+    return { verdict: 'read', text: t };
+  };
   try {
-    gw = await startGateway(row.id, ['transport = "stdio"', `command = ${tomlStr(NODE)}`, `args = [${tomlStr(entry)}, ${tomlStr(dirA)}]`], dir);
+    gw = await startGateway(row.id, backendToml, dir);
     row.logs.gateway = gw.logFile;
     row.logs.gatewayConfig = gw.cfg;
     proxy = await startRecordingProxy(gw.port, path.join(dir, 'front-wire.jsonl'));
     row.logs.frontWire = path.join(dir, 'front-wire.jsonl');
-
-    await connectPinned(row, client, proxy.url);
-    const tools = await client.listTools(undefined, { timeout: 30_000 });
-    const names = tools.tools.map((t) => t.name);
-    row.check('tools/list offers list_allowed_directories', names.includes('list_allowed_directories'), `tools: ${names.join(', ')}`);
-
-    // The roots question the server asked right after `initialized` is deferred to the first
-    // round of the next tools/call; the directory list may only change on a later call.
-    const attempts = [];
-    let reflected = false;
-    for (let i = 1; i <= 4 && !reflected; i++) {
-      const r = await callToolRecorded(row, client, 'list_allowed_directories', {});
-      if (!r) break;
-      const t = textOf(r);
-      attempts.push(short(t, 200));
-      reflected = t.includes(dirB) && !t.includes(dirA);
-      if (!reflected) await sleep(200);
+    await connectPinned(row, clientA, proxy.url);
+    if (mode === 'static') {
+      const first = await read(clientA, files.static);
+      row.check('first call: the static root is readable', first.verdict === 'read' && first.text.includes(`static ${token}`), short(first.text));
+      const arg = await read(clientA, files.arg);
+      row.check('the command-line directory is denied', arg.verdict === 'denied', short(arg.text));
+      const own = await read(clientA, files.a);
+      row.check("the client's own root is denied (static roots win)", own.verdict === 'denied', short(own.text));
+      row.check('the client was never asked for roots', recordA.roots.length === 0, `${recordA.roots.length} time(s)`);
+    } else {
+      const first = await read(clientA, files.arg);
+      row.check("A's first call outside its root is denied (roots applied before the call)", first.verdict === 'denied', short(first.text));
+      const own = await read(clientA, files.a);
+      row.check('A reads its own root', own.verdict === 'read' && own.text.includes(`a ${token}`), short(own.text));
+      await connectPinned(row, clientB, proxy.url);
+      const ownB = await read(clientB, files.b);
+      row.check('B (same principal, other roots) reads its own root', ownB.verdict === 'read' && ownB.text.includes(`b ${token}`), short(ownB.text));
+      const leak = await read(clientB, files.a);
+      row.check("B is denied A's root", leak.verdict === 'denied', short(leak.text));
+      const back = await read(clientA, files.b);
+      row.check("A is denied B's root", back.verdict === 'denied', short(back.text));
+      row.check('each flow was asked for its roots', recordA.roots.length >= 3 && recordB.roots.length >= 2, `A ${recordA.roots.length}, B ${recordB.roots.length} time(s)`);
     }
-    row.check('roots handler was asked (deferred roots/list)', record.roots.length > 0, `${record.roots.length} call(s)`);
-    row.check(
-      'list_allowed_directories reflects the client\'s root (and no longer the argument dir)',
-      reflected,
-      `after ${attempts.length} call(s): ${JSON.stringify(attempts)}`,
-    );
-    if (reflected) {
-      const rd = await callToolRecorded(row, client, 'read_text_file', { path: path.join(dirB, `${token}.txt`) });
-      if (rd) row.check('read_text_file inside the client root works', textOf(rd).includes(`hello ${token}`), short(textOf(rd)));
-    }
-    row.attempts = attempts;
   } finally {
-    await client.close().catch(() => {});
+    await clientA.close().catch(() => {});
+    await clientB.close().catch(() => {});
     if (proxy) {
-      wireChecks(row, analyzeWire(proxy.exchanges), [['list_allowed_directories', 'roots/list']]);
+      const wire = analyzeWire(proxy.exchanges);
+      if (mode === 'static') {
+        baseWireChecks(row, wire);
+        const rootsRounds = wire.inputRequired.filter((r) => r.methods.includes('roots/list'));
+        row.check('front: no roots/list round', rootsRounds.length === 0, `${rootsRounds.length} round(s)`);
+      } else {
+        wireChecks(row, wire, [['read_text_file', 'roots/list']]);
+      }
       await proxy.close();
     }
     if (gw) {

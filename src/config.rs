@@ -739,6 +739,21 @@ mod tests {
         );
         let err = Config::from_toml_str(&format!("{STDIO}\nbogus = 1")).unwrap_err();
         assert!(err.to_string().contains("bogus"), "{err}");
+        let err = Config::from_toml_str(&format!("{STDIO}\nroots_settle = \"1s\"")).unwrap_err();
+        assert_eq!(err.to_string(), "backend.b.roots_settle: must be below 1s");
+    }
+
+    #[test]
+    fn roots_and_refused_retry_defaults() {
+        let config = Config::from_toml_str(STDIO).unwrap();
+        assert_eq!(config.backends["b"].roots_settle, Duration::from_millis(20));
+        assert_eq!(config.mrtr.refused_retry_grace, Duration::from_secs(5));
+        let tuned = Config::from_toml_str(&format!(
+            "{STDIO}\nroots_settle = \"0ms\"\n[mrtr]\nrefused_retry_grace = \"0s\""
+        ))
+        .unwrap();
+        assert!(tuned.backends["b"].roots_settle.is_zero());
+        assert!(tuned.mrtr.refused_retry_grace.is_zero());
     }
 
     #[test]

@@ -106,6 +106,18 @@ impl Routing {
             .iter()
             .any(|(_, method, _)| method == "roots/list")
     }
+
+    /// Whether asking the backend to ask for roots again is settled: `Some(true)` once its
+    /// question waits here, `Some(false)` when it never can (session ended or tainted).
+    fn roots_reask_settled(&self) -> Option<bool> {
+        if self.roots_question_waiting() {
+            Some(true)
+        } else if self.dead.is_some() || self.tainted {
+            Some(false)
+        } else {
+            None
+        }
+    }
 }
 
 pub struct SessionCore {
@@ -513,14 +525,8 @@ impl Session {
     /// answers it. False when the backend did not ask: its roots cannot be taken back.
     pub async fn ask_roots_again(&self, wait: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + wait;
-        {
-            let routing = self.core.routing();
-            if routing.roots_question_waiting() {
-                return true;
-            }
-            if routing.dead.is_some() || routing.tainted {
-                return false;
-            }
+        if let Some(asked) = self.core.routing().roots_reask_settled() {
+            return asked;
         }
         if self
             .core
@@ -537,14 +543,8 @@ impl Session {
             let arrived = self.core.deferred_arrived.notified();
             tokio::pin!(arrived);
             arrived.as_mut().enable();
-            {
-                let routing = self.core.routing();
-                if routing.roots_question_waiting() {
-                    return true;
-                }
-                if routing.dead.is_some() || routing.tainted {
-                    return false;
-                }
+            if let Some(asked) = self.core.routing().roots_reask_settled() {
+                return asked;
             }
             if tokio::time::timeout_at(deadline, arrived).await.is_err() {
                 return false;

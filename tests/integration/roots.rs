@@ -11,16 +11,17 @@ use std::time::Duration;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Root};
 use serde_json::{json, Value};
 
-use crate::mrtr::{input_required, key_of, text, tool_call};
+use crate::mrtr::{caps, input_required, key_of, text, tool_call};
 use crate::support::gateway::{Backend, Harness, Options};
 use crate::support::modern_client::{
-    connect_modern, post_raw, retry_of, ModernClient, TestClientHandler,
+    connect_modern, modern_request, post_raw, retry_of, ModernClient, TestClientHandler,
 };
 
 over_both_transports!(
     a_first_call_runs_under_the_roots_its_client_gave,
     one_flows_roots_never_reach_another,
     static_roots_hold_from_the_first_call,
+    calls_that_cannot_ask_never_get_a_flows_roots,
     a_refused_retry_frees_the_session_within_the_grace,
 );
 
@@ -199,6 +200,36 @@ async fn static_roots_hold_from_the_first_call(kind: Backend) {
         .is_err());
     let _ = client.cancel().await;
     let _ = plain_client.cancel().await;
+    h.stop().await;
+}
+
+async fn calls_that_cannot_ask_never_get_a_flows_roots(kind: Backend) {
+    // The one session holds client A's roots after its call; a list call cannot ask its client
+    // for roots, so it gets a fresh session (the held one is closed to make room) and succeeds.
+    let h = Harness::start_with(
+        kind,
+        roots_backend("max_sessions = 1\nqueue_wait = \"5s\"", ""),
+    )
+    .await;
+    let a = rooted_client("file:///srv/a");
+    let client = connect(&h, a).await;
+    assert!(open(&client, "file:///srv/a/1.txt").await.is_ok());
+    assert_eq!(initializations(&h), 1);
+    let listed = post_raw(
+        &h.url,
+        &modern_request(9, "tools/list", json!({}), &caps(json!({"roots": {}}))),
+    )
+    .await;
+    assert_eq!(listed.result_type(), Some("complete"), "{}", listed.body);
+    assert_eq!(
+        initializations(&h),
+        2,
+        "the list call did not run on the session holding A's roots"
+    );
+    // A flow still gets its own roots on the new session.
+    assert!(open(&client, "file:///srv/a/2.txt").await.is_ok());
+    h.wait_no_held().await;
+    let _ = client.cancel().await;
     h.stop().await;
 }
 

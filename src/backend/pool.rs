@@ -19,7 +19,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::session::Session;
+use super::session::{InitRoots, Session};
 use super::{BackendError, BackendSpec};
 use crate::config::UnsolicitedPolicy;
 use crate::error::GatewayError;
@@ -127,6 +127,8 @@ struct PoolInner {
     backoff: Mutex<Backoff>,
     /// Polite closes and roots re-asks.
     background: TaskTracker,
+    /// Whether this backend asks for roots right after `initialized`.
+    init_roots: InitRoots,
     stop: CancellationToken,
 }
 
@@ -179,6 +181,7 @@ impl Pool {
                 until: None,
             }),
             background: TaskTracker::new(),
+            init_roots: InitRoots::default(),
             stop: CancellationToken::new(),
         });
         let maintenance = tokio::spawn(maintain(inner.clone()));
@@ -408,7 +411,7 @@ impl PoolInner {
             }
             tokio::time::sleep_until(until.into()).await;
         }
-        match Session::connect(&self.spec, profile.clone(), Some(permit)).await {
+        match Session::connect(&self.spec, profile.clone(), Some(permit), &self.init_roots).await {
             Ok(session) => {
                 self.started(&session);
                 Ok(session)
@@ -499,6 +502,11 @@ impl PoolInner {
     }
 
     fn make_idle(&self, key: PoolKey, mut session: Session) {
+        if self.stop.is_cancelled() {
+            // Shutdown has taken the idle lists already: nobody would close this one.
+            self.close(session);
+            return;
+        }
         session.last_used = Instant::now();
         let mut keys = self.keys();
         match keys.get_mut(&key) {
@@ -536,6 +544,14 @@ async fn maintain(inner: Arc<PoolInner>) {
             let mut keys = inner.keys();
             keys.retain(|key, state| {
                 state.idle.retain(Session::is_alive);
+                // A session no call may use (it holds a flow's roots and its backend did not ask
+                // again) is no spare: close it, and let a fresh one be warmed.
+                let (stranded, usable): (Vec<_>, Vec<_>) = state
+                    .idle
+                    .drain(..)
+                    .partition(|s| !Purpose::Interruptible.fits(s) && !Purpose::Plain.fits(s));
+                state.idle = usable;
+                to_close.extend(stranded);
                 let min_idle = if state.pinned {
                     config.min_idle.max(1)
                 } else {
@@ -575,7 +591,7 @@ async fn maintain(inner: Arc<PoolInner>) {
             };
             let started = tokio::select! {
                 _ = inner.stop.cancelled() => return,
-                s = Session::connect(&inner.spec, profile, Some(permit)) => s,
+                s = Session::connect(&inner.spec, profile, Some(permit), &inner.init_roots) => s,
             };
             match started {
                 Ok(session) => {

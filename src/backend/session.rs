@@ -18,7 +18,7 @@
 //! Task: one reader task per session, aborted when the session is dropped or closed.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,22 @@ const MAX_DEFERRED: usize = 32;
 const EVENT_BUFFER: usize = 256;
 /// Longest wait for the `ping` that tells the backend has read what came before it.
 const BARRIER_TIMEOUT: Duration = Duration::from_secs(5);
+/// After `initialized`, how long a new session waits for a backend that asks for roots at
+/// initialization (or may: the first time) to ask.
+const ROOTS_ON_INIT_WAIT: Duration = Duration::from_secs(1);
+
+/// What sessions of one backend have shown about asking for roots right after `initialized`,
+/// learned by the first session that declared `roots`: a backend that does not ask costs that
+/// first session [`ROOTS_ON_INIT_WAIT`] once; one that asks is waited for on every new session,
+/// even when it asks from a timer or another task after answering a `ping`.
+#[derive(Debug, Default)]
+pub struct InitRoots(AtomicU8);
+
+impl InitRoots {
+    const UNKNOWN: u8 = 0;
+    const ASKS: u8 = 1;
+    const SILENT: u8 = 2;
+}
 
 static SESSION_NUMBERS: AtomicU64 = AtomicU64::new(1);
 
@@ -97,6 +113,11 @@ struct Routing {
     /// A client's answer to `roots/list` reached the backend: what it holds as roots belongs to
     /// a flow, not to the session.
     client_roots: bool,
+    /// The backend asked for roots on this session (it uses them): a call that can ask its
+    /// client runs here only once the backend's question waits for it.
+    roots_asked: bool,
+    /// `roots/list` requests received, whoever answered them.
+    roots_questions: u64,
     dead: Option<String>,
 }
 
@@ -105,6 +126,14 @@ impl Routing {
         self.deferred
             .iter()
             .any(|(_, method, _)| method == "roots/list")
+    }
+
+    fn roots_fit(&self, can_ask_client: bool) -> bool {
+        if can_ask_client {
+            self.roots_question_waiting() || (!self.roots_asked && !self.client_roots)
+        } else {
+            !self.client_roots
+        }
     }
 
     /// Whether asking the backend to ask for roots again is settled: `Some(true)` once its
@@ -132,8 +161,9 @@ pub struct SessionCore {
     static_roots: Value,
     /// After roots reach the backend, how long before a call may rely on them.
     roots_settle: Duration,
-    /// Woken whenever a server request is deferred.
-    deferred_arrived: Notify,
+    /// Woken when the backend asks something outside a call (deferred) or asks for roots, and
+    /// when the session ends or is tainted.
+    asked: Notify,
 }
 
 impl SessionCore {
@@ -205,6 +235,7 @@ impl SessionCore {
             }
             routing.tainted = true;
         }
+        self.asked.notify_waiters();
         tracing::debug!(backend = %self.backend, session = self.number, request = id, reason, "cancelling backend request");
         let _ = self.transport.send(jsonrpc::notification(
             "notifications/cancelled",
@@ -229,6 +260,7 @@ impl SessionCore {
             routing.active = None;
             routing.pending.drain().map(|(_, s)| s).collect()
         };
+        self.asked.notify_waiters();
         tracing::debug!(backend = %self.backend, session = self.number, %reason, "backend session closed");
         for sink in sinks {
             let _ = sink.try_send(CallEvent::Failed(BackendError::Closed(reason.clone())));
@@ -266,12 +298,22 @@ impl SessionCore {
                     let _ = self.respond(id, Ok(json!({})));
                     return;
                 }
+                if method == "roots/list" {
+                    self.routing().roots_questions += 1;
+                    self.asked.notify_waiters();
+                }
                 if method == "roots/list" && self.unsolicited == UnsolicitedPolicy::Static {
                     // The operator's roots, in and outside calls: no client is asked.
                     let _ = self.respond(id, Ok(json!({ "roots": self.static_roots })));
                     return;
                 }
-                let active = self.routing().active.as_ref().map(|(_, s)| s.clone());
+                let active = {
+                    let mut routing = self.routing();
+                    if method == "roots/list" && routing.active.is_some() {
+                        routing.roots_asked = true;
+                    }
+                    routing.active.as_ref().map(|(_, s)| s.clone())
+                };
                 match active {
                     Some(sink) => {
                         let event = CallEvent::ServerRequest {
@@ -302,13 +344,24 @@ impl SessionCore {
                         return;
                     }
                 };
-                let active = {
+                let (active, roots_withdrawn) = {
                     let mut routing = self.routing();
+                    let waiting = routing.roots_question_waiting();
                     if let CallEvent::ServerRequestCancelled { id } = &event {
                         routing.deferred.retain(|(deferred, _, _)| deferred != id);
                     }
-                    routing.active.as_ref().map(|(_, s)| s.clone())
+                    let withdrawn = waiting && !routing.roots_question_waiting();
+                    (routing.active.as_ref().map(|(_, s)| s.clone()), withdrawn)
                 };
+                if roots_withdrawn && active.is_none() {
+                    // A backend gives up on a question nobody answered (the TypeScript SDK after
+                    // 60 s): have it ask again, so the next call's client is asked first.
+                    tracing::debug!(backend = %self.backend, session = self.number, "backend withdrew its roots question; asking it to ask again");
+                    let _ = self.transport.send(jsonrpc::notification(
+                        "notifications/roots/list_changed",
+                        None,
+                    ));
+                }
                 if let Some(sink) = active {
                     let _ = sink.send(event).await;
                 }
@@ -327,9 +380,10 @@ impl SessionCore {
             UnsolicitedPolicy::Defer if surfaceable => {
                 let mut routing = self.routing();
                 if routing.deferred.len() < MAX_DEFERRED && !routing.tainted {
+                    routing.roots_asked |= method == "roots/list";
                     routing.deferred.push((id, method, params));
                     drop(routing);
-                    self.deferred_arrived.notify_waiters();
+                    self.asked.notify_waiters();
                     return;
                 }
                 drop(routing);
@@ -368,6 +422,19 @@ async fn read_loop(core: Arc<SessionCore>, mut inbound: mpsc::Receiver<Transport
     core.mark_dead(reason);
 }
 
+/// Forgets a request id when dropped; a no-op once the answer arrived or the request was
+/// cancelled.
+struct ForgetOnDrop<'a> {
+    core: &'a SessionCore,
+    id: u64,
+}
+
+impl Drop for ForgetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.core.forget(self.id);
+    }
+}
+
 /// An initialized session, lent out by the pool.
 pub struct Session {
     core: Arc<SessionCore>,
@@ -390,12 +457,13 @@ impl Session {
         spec: &BackendSpec,
         capabilities: Value,
         slot: Option<OwnedSemaphorePermit>,
+        init_roots: &InitRoots,
     ) -> Result<Self, BackendError> {
         let number = SESSION_NUMBERS.fetch_add(1, Ordering::Relaxed);
         // A session outlives the request that started it: its span has no parent.
         let span = tracing::info_span!(parent: None, "backend_session", backend = %spec.name, session = number);
         tracing::Instrument::instrument(
-            Self::start(spec, capabilities, slot, number, span.clone()),
+            Self::start(spec, capabilities, slot, init_roots, number, span.clone()),
             span,
         )
         .await
@@ -405,6 +473,7 @@ impl Session {
         spec: &BackendSpec,
         capabilities: Value,
         slot: Option<OwnedSemaphorePermit>,
+        init_roots: &InitRoots,
         number: u64,
         span: tracing::Span,
     ) -> Result<Self, BackendError> {
@@ -421,7 +490,7 @@ impl Session {
             unsolicited: spec.config.unsolicited,
             static_roots: serde_json::to_value(&spec.config.static_roots).unwrap_or_default(),
             roots_settle: spec.config.roots_settle,
-            deferred_arrived: Notify::new(),
+            asked: Notify::new(),
         });
         let reader = tokio::spawn(tracing::Instrument::instrument(
             read_loop(core.clone(), rx),
@@ -473,25 +542,66 @@ impl Session {
             .send(jsonrpc::notification("notifications/initialized", None))?;
         session.core.transport.initialized(&version);
         if declares_roots {
-            // A backend that asks for roots right after `initialized` has asked by the time it
-            // answers this: the question waits for the first call (or is answered from
-            // `static_roots`) before the session is lent.
-            session.roots_barrier().await;
+            session.await_roots_on_init(init_roots).await;
         }
         tracing::debug!(backend = %spec.name, session = session.core.number, %version, "backend session initialized");
         Ok(session)
+    }
+
+    /// A backend that asks for roots in reaction to `initialized` asks before the session is
+    /// lent: the question then waits for the first call's client (or, under `static`, its
+    /// answer has reached the backend and applied).
+    async fn await_roots_on_init(&self, learned: &InitRoots) {
+        let known = learned.0.load(Ordering::Relaxed);
+        if known == InitRoots::SILENT {
+            return;
+        }
+        // Most backends ask while handling `initialized`, before they answer this.
+        self.ping_barrier().await;
+        let deadline = tokio::time::Instant::now() + ROOTS_ON_INIT_WAIT;
+        let asked = loop {
+            let asked = self.core.asked.notified();
+            tokio::pin!(asked);
+            asked.as_mut().enable();
+            {
+                let routing = self.core.routing();
+                if routing.roots_questions > 0 {
+                    break true;
+                }
+                if routing.dead.is_some() {
+                    break false;
+                }
+            }
+            if tokio::time::timeout_at(deadline, asked).await.is_err() {
+                break false;
+            }
+        };
+        if asked {
+            learned.0.store(InitRoots::ASKS, Ordering::Relaxed);
+            if self.core.unsolicited == UnsolicitedPolicy::Static {
+                // Answered from static_roots already: let them apply before the first call.
+                self.roots_barrier().await;
+            }
+        } else if known == InitRoots::UNKNOWN {
+            tracing::debug!(backend = %self.core.backend, "backend does not ask for roots at initialization; later sessions do not wait for it");
+            learned.0.store(InitRoots::SILENT, Ordering::Relaxed);
+        }
+    }
+
+    async fn ping_barrier(&self) {
+        match self.request("ping", None, BARRIER_TIMEOUT).await {
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(backend = %self.core.backend, session = self.core.number, error = %e, "barrier ping failed")
+            }
+        }
     }
 
     /// Waits until the backend has read everything sent before (a `ping` answered), then
     /// `roots_settle`, so roots it was just given apply to what is sent next: some servers apply
     /// them asynchronously (server-filesystem resolves each root on disk).
     pub async fn roots_barrier(&self) {
-        match self.request("ping", None, BARRIER_TIMEOUT).await {
-            Ok(_) => {}
-            Err(e) => {
-                tracing::debug!(backend = %self.core.backend, session = self.core.number, error = %e, "ping before roots apply failed")
-            }
-        }
+        self.ping_barrier().await;
         if !self.core.roots_settle.is_zero() {
             tokio::time::sleep(self.core.roots_settle).await;
         }
@@ -512,12 +622,12 @@ impl Session {
         self.core.routing().roots_question_waiting()
     }
 
-    /// Whether a call may run here without the roots of another flow: a session that never
-    /// held a client's roots, or (for a call that can ask its client) one whose backend is
-    /// waiting for roots, which that call's first round answers before the call is sent.
+    /// Whether a call may run here without the roots of another flow. A call that can ask its
+    /// client needs the backend's roots question waiting (its first round answers it before the
+    /// call is sent), unless the backend never asked and holds no client's roots; a call that
+    /// cannot ask needs a session that never held a client's roots.
     pub fn roots_fit(&self, can_ask_client: bool) -> bool {
-        let routing = self.core.routing();
-        !routing.client_roots || (can_ask_client && routing.roots_question_waiting())
+        self.core.routing().roots_fit(can_ask_client)
     }
 
     /// Tells the backend its roots changed (`notifications/roots/list_changed`) and waits up to
@@ -540,7 +650,7 @@ impl Session {
             return false;
         }
         loop {
-            let arrived = self.core.deferred_arrived.notified();
+            let arrived = self.core.asked.notified();
             tokio::pin!(arrived);
             arrived.as_mut().enable();
             if let Some(asked) = self.core.routing().roots_reask_settled() {
@@ -590,6 +700,11 @@ impl Session {
     ) -> Result<Result<Value, JsonRpcError>, BackendError> {
         let (tx, mut rx) = mpsc::channel(EVENT_BUFFER);
         let id = self.core.send_request(method, params, tx, false)?;
+        // Dropped unanswered (the caller went away), the id must not keep the session busy.
+        let _forget = ForgetOnDrop {
+            core: &self.core,
+            id,
+        };
         let wait = async {
             loop {
                 match rx.recv().await {
@@ -665,7 +780,15 @@ impl Session {
     ) -> Result<ActiveCall, BackendError> {
         let (tx, rx) = mpsc::channel(EVENT_BUFFER);
         let deferred = if interruptible {
-            std::mem::take(&mut self.core.routing().deferred)
+            let mut routing = self.core.routing();
+            if !routing.roots_fit(true) {
+                // The backend withdrew its roots question after the session was lent: it holds
+                // roots this call's client did not give.
+                return Err(BackendError::Closed(
+                    "the backend withdrew its roots question; send the request again".into(),
+                ));
+            }
+            std::mem::take(&mut routing.deferred)
         } else {
             Vec::new()
         };

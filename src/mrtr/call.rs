@@ -86,6 +86,8 @@ pub struct CallDriver {
     key_counter: u32,
     /// Events that arrived while the call was held, read before waiting for new ones.
     backlog: VecDeque<CallEvent>,
+    /// The backend asked for roots while the call was not sent yet.
+    prelude_asked_roots: bool,
     /// A client's roots were delivered while the call was not sent yet: the backend must have
     /// applied them before it hears the call.
     prelude_gave_roots: bool,
@@ -136,6 +138,7 @@ impl CallDriver {
             keys_used: HashSet::new(),
             key_counter: 0,
             backlog: VecDeque::new(),
+            prelude_asked_roots: false,
             prelude_gave_roots: false,
             round: 0,
         }
@@ -225,11 +228,19 @@ impl CallDriver {
         }
     }
 
-    /// Sends the call once its prelude is over: the backend's earlier questions are answered
-    /// (or there were none left to ask). Roots given meanwhile must apply first.
+    /// Sends the call once its prelude is over: every question the backend asked before it is
+    /// answered (or there were none left to ask). Roots given meanwhile must apply first.
     async fn send_after_prelude(&mut self) -> Option<Step> {
-        if self.outstanding.iter().any(|p| p.deferred) || !self.backlog.is_empty() {
+        if !self.outstanding.is_empty() || !self.backlog.is_empty() {
             return None;
+        }
+        if self.prelude_asked_roots && !self.prelude_gave_roots {
+            // The backend withdrew its roots question before this client's answer reached it
+            // (the TypeScript SDK gives up after 60 s): it still holds the roots it had.
+            return Some(Step::End(Ending::Failed(GatewayError::Busy(
+                "the backend withdrew its roots question before the answer reached it; send the request again"
+                    .into(),
+            ))));
         }
         if std::mem::take(&mut self.prelude_gave_roots) {
             if let Some(session) = self.lease.session() {
@@ -299,6 +310,9 @@ impl CallDriver {
                 merge(self.refused.get_or_insert_with(|| json!({})), required);
             }
             Some(Gate::Surface { kind, request }) => {
+                if kind == InputKind::Roots && self.call.is_unsent() {
+                    self.prelude_asked_roots = true;
+                }
                 let key = assign_key(
                     params.as_ref(),
                     kind,

@@ -256,10 +256,10 @@ fn validate_elicit_result(
 }
 
 /// Form content against a flat `requestedSchema` (the primitive schemas the spec allows), no
-/// stricter than the legacy SDKs' own check (a JSON Schema validator): required fields, types,
+/// stricter than a JSON Schema validator with the 2020-12 defaults: required fields, types,
 /// `enum`/`oneOf`/`anyOf`, length, number and item bounds. Fields the schema does not name pass
-/// unless it says `additionalProperties: false`; `format` is an annotation (JSON Schema 2020-12)
-/// and refuses nothing.
+/// unless it says `additionalProperties: false`; `format` is an annotation and refuses nothing
+/// here (a backend that asserts formats refuses the answer itself).
 fn validate_content(schema: &Value, content: &Map<String, Value>) -> Result<(), String> {
     let properties = schema
         .get("properties")
@@ -525,8 +525,8 @@ mod tests {
         }));
         let ok = json!({"action": "accept", "content": {"name": "Al", "age": 3, "email": "a@b.co", "color": "red", "tags": ["a"], "born": "2020-02-29"}});
         assert!(validate_answer(&input, &ok).is_ok());
-        // `format` is an annotation, and fields the schema does not name pass, as the legacy
-        // SDKs' validators have it.
+        // `format` is an annotation, and fields the schema does not name pass (JSON Schema
+        // 2020-12 defaults): the backend decides.
         let lenient = json!({"action": "accept", "content": {"name": "Al", "email": "nope", "born": "Alice", "extra": 1}});
         assert_eq!(
             validate_answer(&input, &lenient).unwrap(),

@@ -498,7 +498,9 @@ impl Bridge {
                             // The official clients do not retry after an error: unless a
                             // corrected retry comes soon, the sweeper abandons the call and its
                             // session is reset.
-                            held.expires = held.expires.min(Instant::now() + grace);
+                            if let Some(soon) = Instant::now().checked_add(grace) {
+                                held.expires = held.expires.min(soon);
+                            }
                         }
                         checked
                     })

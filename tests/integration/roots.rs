@@ -22,6 +22,8 @@ over_both_transports!(
     one_flows_roots_never_reach_another,
     static_roots_hold_from_the_first_call,
     calls_that_cannot_ask_never_get_a_flows_roots,
+    a_question_withdrawn_on_an_idle_session_is_asked_again,
+    a_question_withdrawn_during_the_round_fails_the_call_safely,
     a_refused_retry_frees_the_session_within_the_grace,
 );
 
@@ -230,6 +232,81 @@ async fn calls_that_cannot_ask_never_get_a_flows_roots(kind: Backend) {
     assert!(open(&client, "file:///srv/a/2.txt").await.is_ok());
     h.wait_no_held().await;
     let _ = client.cancel().await;
+    h.stop().await;
+}
+
+fn withdrawing_backend(first_question_ms: &'static str) -> Options {
+    let mut options = roots_backend("max_sessions = 1", "");
+    options
+        .env
+        .push(("LEGACY_BACKEND_FIRST_ROOTS_TIMEOUT_MS", first_question_ms));
+    options
+}
+
+async fn a_question_withdrawn_on_an_idle_session_is_asked_again(kind: Backend) {
+    // The backend gives up on its first roots question while the session is idle; the gateway
+    // has it ask again, so the next call's client is still asked before the call runs.
+    let h = Harness::start_with(kind, withdrawing_backend("200")).await;
+    let a = rooted_client("file:///srv/a");
+    let client = connect(&h, a.clone()).await;
+    h.wait_for_backend("notifications/roots/list_changed", |m| {
+        m["method"] == "notifications/roots/list_changed"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let outside = open(&client, &format!("{CONFIGURED_ROOT}/x.txt")).await;
+    assert!(
+        outside.is_err(),
+        "ran under the configured root: {outside:?}"
+    );
+    assert_eq!(roots_asked(&a), 1);
+    assert!(open(&client, "file:///srv/a/x.txt").await.is_ok());
+    h.wait_no_held().await;
+    let _ = client.cancel().await;
+    h.stop().await;
+}
+
+async fn a_question_withdrawn_during_the_round_fails_the_call_safely(kind: Backend) {
+    // The client answers the roots round after the backend gave up on the question: the call is
+    // not sent (it would run under roots nobody gave it); the client is told to send it again,
+    // and the next flow gets its own roots.
+    let h = Harness::start_with(kind, withdrawing_backend("700")).await;
+    let roots = json!({"roots": {}});
+    let first = tool_call(
+        json!(1),
+        "open_path",
+        json!({"uri": "file:///srv/configured/y.txt"}),
+        &roots,
+    );
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "roots/list");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let answer = json!({ key: {"roots": [{"uri": "file:///srv/a"}]} });
+    let late = post_raw(&h.url, &retry_of(&first, json!(2), answer, &round.state)).await;
+    assert_eq!(late.status, 503, "{}", late.body);
+    assert!(late.body.contains("withdrew"), "{}", late.body);
+    assert!(
+        !h.backend_messages()
+            .iter()
+            .any(|m| m["method"] == "tools/call"),
+        "the call never reached the backend"
+    );
+    let again = tool_call(
+        json!(3),
+        "open_path",
+        json!({"uri": "file:///srv/configured/y.txt"}),
+        &roots,
+    );
+    let round = input_required(&post_raw(&h.url, &again).await);
+    let key = key_of(&round, "roots/list");
+    let answer = json!({ key: {"roots": [{"uri": "file:///srv/a"}]} });
+    let done = post_raw(&h.url, &retry_of(&again, json!(4), answer, &round.state)).await;
+    assert!(
+        text(&done).starts_with("denied"),
+        "the next flow runs under its own roots: {}",
+        done.body
+    );
+    h.wait_no_held().await;
     h.stop().await;
 }
 

@@ -457,6 +457,15 @@ fn collect_request_errors(findings: &mut Findings) {
         })
         .collect();
     findings.failures.extend(lines);
+    for row in &findings.m5 {
+        let astray = row.stats.completed - row.flows_under_expected_roots;
+        if astray > 0 {
+            findings.failures.push(format!(
+                "M5 {}: {astray} of {} flows ran under roots other than their own",
+                row.label, row.stats.completed
+            ));
+        }
+    }
     for row in &findings.m3 {
         if row
             .confirmed_held

@@ -38,6 +38,9 @@ pub enum BackendError {
     Initialize(String),
     #[error("backend did not answer within {0:?}")]
     Timeout(std::time::Duration),
+    /// The session cannot take this call now; another attempt can.
+    #[error("{0}")]
+    Busy(String),
 }
 
 /// What a transport reports to its session.

@@ -128,7 +128,7 @@ struct PoolInner {
     /// Polite closes and roots re-asks.
     background: TaskTracker,
     /// Whether this backend asks for roots right after `initialized`.
-    init_roots: InitRoots,
+    init_roots: Arc<InitRoots>,
     stop: CancellationToken,
 }
 
@@ -181,7 +181,7 @@ impl Pool {
                 until: None,
             }),
             background: TaskTracker::new(),
-            init_roots: InitRoots::default(),
+            init_roots: Arc::default(),
             stop: CancellationToken::new(),
         });
         let maintenance = tokio::spawn(maintain(inner.clone()));
@@ -469,15 +469,17 @@ impl PoolInner {
             self.returned.notify_waiters();
             return;
         }
-        if session.has_client_roots() && !session.roots_question_waiting() {
+        if !Purpose::Interruptible.fits(&session) {
+            // It holds a flow's roots, or its backend's roots question is gone.
             self.reclaim_roots(key, session);
             return;
         }
         self.make_idle(key, session);
     }
 
-    /// A session whose backend holds a flow's roots: the backend is asked to ask again, off the
-    /// request path; its session comes back idle once it did, and is closed otherwise.
+    /// A session whose backend holds a flow's roots (or dropped its roots question): the backend
+    /// is asked to ask again, off the request path; its session comes back idle once it did, and
+    /// is closed otherwise.
     fn reclaim_roots(self: &Arc<Self>, key: PoolKey, session: Session) {
         if self.spec.config.unsolicited != UnsolicitedPolicy::Defer || self.stop.is_cancelled() {
             // Nowhere to keep the backend's question: the roots cannot be taken back.
@@ -502,13 +504,15 @@ impl PoolInner {
     }
 
     fn make_idle(&self, key: PoolKey, mut session: Session) {
+        session.last_used = Instant::now();
+        let mut keys = self.keys();
+        // Checked under the lock `shutdown` drains the idle lists with: once it has, nobody
+        // would close this one.
         if self.stop.is_cancelled() {
-            // Shutdown has taken the idle lists already: nobody would close this one.
+            drop(keys);
             self.close(session);
             return;
         }
-        session.last_used = Instant::now();
-        let mut keys = self.keys();
         match keys.get_mut(&key) {
             Some(state) => {
                 state.idle.push(session);

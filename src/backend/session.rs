@@ -53,6 +53,22 @@ impl InitRoots {
     const UNKNOWN: u8 = 0;
     const ASKS: u8 = 1;
     const SILENT: u8 = 2;
+
+    /// A session's backend asked for roots before its first call.
+    fn learn_asks(&self) {
+        self.0.store(Self::ASKS, Ordering::Relaxed);
+    }
+
+    /// A healthy first session's backend did not ask in time; a concurrent session that saw it
+    /// ask wins.
+    fn learn_silent(&self) {
+        let _ = self.0.compare_exchange(
+            Self::UNKNOWN,
+            Self::SILENT,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
 }
 
 static SESSION_NUMBERS: AtomicU64 = AtomicU64::new(1);
@@ -113,11 +129,13 @@ struct Routing {
     /// A client's answer to `roots/list` reached the backend: what it holds as roots belongs to
     /// a flow, not to the session.
     client_roots: bool,
-    /// The backend asked for roots on this session (it uses them): a call that can ask its
-    /// client runs here only once the backend's question waits for it.
+    /// The backend asked for roots outside any call on this session (it keeps roots per
+    /// session): a call that can ask its client runs here only once that question waits for it.
     roots_asked: bool,
-    /// `roots/list` requests received, whoever answered them.
+    /// `roots/list` requests received outside calls, whoever answered them.
     roots_questions: u64,
+    /// A call was started on this session.
+    lent: bool,
     dead: Option<String>,
 }
 
@@ -161,6 +179,10 @@ pub struct SessionCore {
     static_roots: Value,
     /// After roots reach the backend, how long before a call may rely on them.
     roots_settle: Duration,
+    /// The session declared `roots.listChanged`: the backend may be told to ask again.
+    reasks_roots: bool,
+    /// What this backend's sessions showed about asking for roots at initialization.
+    init_roots: Arc<InitRoots>,
     /// Woken when the backend asks something outside a call (deferred) or asks for roots, and
     /// when the session ends or is tainted.
     asked: Notify,
@@ -298,22 +320,13 @@ impl SessionCore {
                     let _ = self.respond(id, Ok(json!({})));
                     return;
                 }
-                if method == "roots/list" {
-                    self.routing().roots_questions += 1;
-                    self.asked.notify_waiters();
-                }
                 if method == "roots/list" && self.unsolicited == UnsolicitedPolicy::Static {
                     // The operator's roots, in and outside calls: no client is asked.
                     let _ = self.respond(id, Ok(json!({ "roots": self.static_roots })));
+                    self.roots_question_handled();
                     return;
                 }
-                let active = {
-                    let mut routing = self.routing();
-                    if method == "roots/list" && routing.active.is_some() {
-                        routing.roots_asked = true;
-                    }
-                    routing.active.as_ref().map(|(_, s)| s.clone())
-                };
+                let active = self.routing().active.as_ref().map(|(_, s)| s.clone());
                 match active {
                     Some(sink) => {
                         let event = CallEvent::ServerRequest {
@@ -353,7 +366,7 @@ impl SessionCore {
                     let withdrawn = waiting && !routing.roots_question_waiting();
                     (routing.active.as_ref().map(|(_, s)| s.clone()), withdrawn)
                 };
-                if roots_withdrawn && active.is_none() {
+                if roots_withdrawn && self.reasks_roots {
                     // A backend gives up on a question nobody answered (the TypeScript SDK after
                     // 60 s): have it ask again, so the next call's client is asked first.
                     tracing::debug!(backend = %self.backend, session = self.number, "backend withdrew its roots question; asking it to ask again");
@@ -380,7 +393,13 @@ impl SessionCore {
             UnsolicitedPolicy::Defer if surfaceable => {
                 let mut routing = self.routing();
                 if routing.deferred.len() < MAX_DEFERRED && !routing.tainted {
-                    routing.roots_asked |= method == "roots/list";
+                    if method == "roots/list" {
+                        routing.roots_asked = true;
+                        routing.roots_questions += 1;
+                        if !routing.lent {
+                            self.init_roots.learn_asks();
+                        }
+                    }
                     routing.deferred.push((id, method, params));
                     drop(routing);
                     self.asked.notify_waiters();
@@ -399,6 +418,21 @@ impl SessionCore {
             _ => answer_locally(&method),
         };
         let _ = self.respond(id, outcome);
+        if method == "roots/list" {
+            self.roots_question_handled();
+        }
+    }
+
+    /// A `roots/list` outside any call was answered here.
+    fn roots_question_handled(&self) {
+        {
+            let mut routing = self.routing();
+            routing.roots_questions += 1;
+            if !routing.lent {
+                self.init_roots.learn_asks();
+            }
+        }
+        self.asked.notify_waiters();
     }
 
     fn failed_request(&self, id: &Value, reason: String) {
@@ -457,7 +491,7 @@ impl Session {
         spec: &BackendSpec,
         capabilities: Value,
         slot: Option<OwnedSemaphorePermit>,
-        init_roots: &InitRoots,
+        init_roots: &Arc<InitRoots>,
     ) -> Result<Self, BackendError> {
         let number = SESSION_NUMBERS.fetch_add(1, Ordering::Relaxed);
         // A session outlives the request that started it: its span has no parent.
@@ -473,7 +507,7 @@ impl Session {
         spec: &BackendSpec,
         capabilities: Value,
         slot: Option<OwnedSemaphorePermit>,
-        init_roots: &InitRoots,
+        init_roots: &Arc<InitRoots>,
         number: u64,
         span: tracing::Span,
     ) -> Result<Self, BackendError> {
@@ -490,6 +524,9 @@ impl Session {
             unsolicited: spec.config.unsolicited,
             static_roots: serde_json::to_value(&spec.config.static_roots).unwrap_or_default(),
             roots_settle: spec.config.roots_settle,
+            reasks_roots: capabilities.get("roots").is_some()
+                && spec.config.unsolicited == UnsolicitedPolicy::Defer,
+            init_roots: init_roots.clone(),
             asked: Notify::new(),
         });
         let reader = tokio::spawn(tracing::Instrument::instrument(
@@ -542,7 +579,7 @@ impl Session {
             .send(jsonrpc::notification("notifications/initialized", None))?;
         session.core.transport.initialized(&version);
         if declares_roots {
-            session.await_roots_on_init(init_roots).await;
+            session.await_roots_on_init().await;
         }
         tracing::debug!(backend = %spec.name, session = session.core.number, %version, "backend session initialized");
         Ok(session)
@@ -551,13 +588,13 @@ impl Session {
     /// A backend that asks for roots in reaction to `initialized` asks before the session is
     /// lent: the question then waits for the first call's client (or, under `static`, its
     /// answer has reached the backend and applied).
-    async fn await_roots_on_init(&self, learned: &InitRoots) {
-        let known = learned.0.load(Ordering::Relaxed);
-        if known == InitRoots::SILENT {
+    async fn await_roots_on_init(&self) {
+        let learned = &self.core.init_roots;
+        if learned.0.load(Ordering::Relaxed) == InitRoots::SILENT {
             return;
         }
         // Most backends ask while handling `initialized`, before they answer this.
-        self.ping_barrier().await;
+        let pinged = self.ping_barrier().await;
         let deadline = tokio::time::Instant::now() + ROOTS_ON_INIT_WAIT;
         let asked = loop {
             let asked = self.core.asked.notified();
@@ -577,22 +614,24 @@ impl Session {
             }
         };
         if asked {
-            learned.0.store(InitRoots::ASKS, Ordering::Relaxed);
             if self.core.unsolicited == UnsolicitedPolicy::Static {
                 // Answered from static_roots already: let them apply before the first call.
                 self.roots_barrier().await;
             }
-        } else if known == InitRoots::UNKNOWN {
+        } else if pinged && self.is_reusable() {
+            // Only a healthy session teaches anything.
             tracing::debug!(backend = %self.core.backend, "backend does not ask for roots at initialization; later sessions do not wait for it");
-            learned.0.store(InitRoots::SILENT, Ordering::Relaxed);
+            learned.learn_silent();
         }
     }
 
-    async fn ping_barrier(&self) {
+    /// Sends a `ping` and waits for its answer; false when none came.
+    async fn ping_barrier(&self) -> bool {
         match self.request("ping", None, BARRIER_TIMEOUT).await {
-            Ok(_) => {}
+            Ok(_) => true,
             Err(e) => {
-                tracing::debug!(backend = %self.core.backend, session = self.core.number, error = %e, "barrier ping failed")
+                tracing::debug!(backend = %self.core.backend, session = self.core.number, error = %e, "barrier ping failed");
+                false
             }
         }
     }
@@ -601,7 +640,7 @@ impl Session {
     /// `roots_settle`, so roots it was just given apply to what is sent next: some servers apply
     /// them asynchronously (server-filesystem resolves each root on disk).
     pub async fn roots_barrier(&self) {
-        self.ping_barrier().await;
+        let _ = self.ping_barrier().await;
         if !self.core.roots_settle.is_zero() {
             tokio::time::sleep(self.core.roots_settle).await;
         }
@@ -784,12 +823,14 @@ impl Session {
             if !routing.roots_fit(true) {
                 // The backend withdrew its roots question after the session was lent: it holds
                 // roots this call's client did not give.
-                return Err(BackendError::Closed(
+                return Err(BackendError::Busy(
                     "the backend withdrew its roots question; send the request again".into(),
                 ));
             }
+            routing.lent = true;
             std::mem::take(&mut routing.deferred)
         } else {
+            self.core.routing().lent = true;
             Vec::new()
         };
         let (id, unsent) = if deferred.is_empty() {

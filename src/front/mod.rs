@@ -39,7 +39,7 @@ use tokio_util::sync::CancellationToken;
 use self::validate::{Inbound, OriginPolicy, RequestMeta, SUPPORTED_VERSIONS};
 use crate::auth::{AuthError, Authenticator};
 use crate::backend::pool::{Pool, PoolKey, Purpose};
-use crate::backend::BackendSpec;
+use crate::backend::{BackendError, BackendSpec};
 use crate::config::{Config, RouteConfig};
 use crate::error::GatewayError;
 use crate::error::StateRejection;
@@ -717,7 +717,10 @@ impl Gateway {
             .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))?;
         let call = session
             .start_call(method, Some(backend_params), interruptible)
-            .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))?;
+            .map_err(|e| match e {
+                BackendError::Busy(reason) => GatewayError::Busy(reason),
+                other => GatewayError::BackendUnavailable(other.to_string()),
+            })?;
         let driver = CallDriver::new(
             call,
             lease,

@@ -88,9 +88,11 @@ pub struct CallDriver {
     backlog: VecDeque<CallEvent>,
     /// The backend asked for roots while the call was not sent yet.
     prelude_asked_roots: bool,
-    /// A client's roots were delivered while the call was not sent yet: the backend must have
-    /// applied them before it hears the call.
+    /// This flow's roots reached the backend while the call was not sent yet.
     prelude_gave_roots: bool,
+    /// Roots were delivered since the last barrier: the backend must have applied them before
+    /// it hears the call.
+    roots_to_settle: bool,
     /// Rounds completed so far.
     pub round: u32,
 }
@@ -140,6 +142,7 @@ impl CallDriver {
             backlog: VecDeque::new(),
             prelude_asked_roots: false,
             prelude_gave_roots: false,
+            roots_to_settle: false,
             round: 0,
         }
     }
@@ -224,6 +227,7 @@ impl CallDriver {
             }
             if self.call.is_unsent() {
                 self.prelude_gave_roots = true;
+                self.roots_to_settle = true;
             }
         }
     }
@@ -242,9 +246,18 @@ impl CallDriver {
                     .into(),
             ))));
         }
-        if std::mem::take(&mut self.prelude_gave_roots) {
+        if std::mem::take(&mut self.roots_to_settle) {
             if let Some(session) = self.lease.session() {
                 session.roots_barrier().await;
+            }
+            // What the backend asked meanwhile comes before the call too.
+            while let Some(event) = self.call.try_next_event() {
+                if let Some(step) = self.on_event(event) {
+                    return Some(step);
+                }
+            }
+            if !self.outstanding.is_empty() || !self.backlog.is_empty() {
+                return None;
             }
         }
         match self.call.send() {

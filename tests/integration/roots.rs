@@ -235,8 +235,8 @@ async fn calls_that_cannot_ask_never_get_a_flows_roots(kind: Backend) {
     h.stop().await;
 }
 
-fn withdrawing_backend(first_question_ms: &'static str) -> Options {
-    let mut options = roots_backend("max_sessions = 1", "");
+fn withdrawing_backend(pool: &str, first_question_ms: &'static str) -> Options {
+    let mut options = roots_backend(pool, "");
     options
         .env
         .push(("LEGACY_BACKEND_FIRST_ROOTS_TIMEOUT_MS", first_question_ms));
@@ -246,14 +246,15 @@ fn withdrawing_backend(first_question_ms: &'static str) -> Options {
 async fn a_question_withdrawn_on_an_idle_session_is_asked_again(kind: Backend) {
     // The backend gives up on its first roots question while the session is idle; the gateway
     // has it ask again, so the next call's client is still asked before the call runs.
-    let h = Harness::start_with(kind, withdrawing_backend("200")).await;
+    let h = Harness::start_with(kind, withdrawing_backend("max_sessions = 1", "200")).await;
     let a = rooted_client("file:///srv/a");
     let client = connect(&h, a.clone()).await;
     h.wait_for_backend("notifications/roots/list_changed", |m| {
         m["method"] == "notifications/roots/list_changed"
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The question asked again has no time limit; give it ample time to arrive.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let outside = open(&client, &format!("{CONFIGURED_ROOT}/x.txt")).await;
     assert!(
         outside.is_err(),
@@ -261,6 +262,11 @@ async fn a_question_withdrawn_on_an_idle_session_is_asked_again(kind: Backend) {
     );
     assert_eq!(roots_asked(&a), 1);
     assert!(open(&client, "file:///srv/a/x.txt").await.is_ok());
+    assert_eq!(
+        initializations(&h),
+        1,
+        "the question asked again served the calls, on the same session"
+    );
     h.wait_no_held().await;
     let _ = client.cancel().await;
     h.stop().await;
@@ -270,7 +276,8 @@ async fn a_question_withdrawn_during_the_round_fails_the_call_safely(kind: Backe
     // The client answers the roots round after the backend gave up on the question: the call is
     // not sent (it would run under roots nobody gave it); the client is told to send it again,
     // and the next flow gets its own roots.
-    let h = Harness::start_with(kind, withdrawing_backend("700")).await;
+    // Room for a second session: the next flow must still get the first one back, asked again.
+    let h = Harness::start_with(kind, withdrawing_backend("max_sessions = 2", "700")).await;
     let roots = json!({"roots": {}});
     let first = tool_call(
         json!(1),
@@ -291,6 +298,9 @@ async fn a_question_withdrawn_during_the_round_fails_the_call_safely(kind: Backe
             .any(|m| m["method"] == "tools/call"),
         "the call never reached the backend"
     );
+    // The returned session is asked again off the request path; a call that came sooner
+    // would start another session rather than wait for it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let again = tool_call(
         json!(3),
         "open_path",
@@ -305,6 +315,11 @@ async fn a_question_withdrawn_during_the_round_fails_the_call_safely(kind: Backe
         text(&done).starts_with("denied"),
         "the next flow runs under its own roots: {}",
         done.body
+    );
+    assert_eq!(
+        initializations(&h),
+        1,
+        "the session was asked again, not replaced"
     );
     h.wait_no_held().await;
     h.stop().await;

@@ -213,7 +213,7 @@ impl Pool {
     /// `client_capabilities`: its [`capability_profile`], with `roots` always declared when the
     /// gateway answers roots itself (`unsolicited = "static"`).
     pub fn profile_for(&self, client_capabilities: &Value) -> Value {
-        self.inner.profile_for(client_capabilities)
+        profile_for(&self.inner.spec, client_capabilities)
     }
 
     /// Starts one session for an unauthenticated caller with no capabilities, so readiness
@@ -340,10 +340,6 @@ impl PoolInner {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn profile_for(&self, client_capabilities: &Value) -> Value {
-        profile_for(&self.spec, client_capabilities)
-    }
-
     fn take_idle(&self, key: &PoolKey, profile: &Value, purpose: Purpose) -> Option<Session> {
         let mut keys = self.keys();
         let state = keys.entry(key.clone()).or_insert_with(|| KeyState {
@@ -355,17 +351,15 @@ impl PoolInner {
         state.last_used = Instant::now();
         // Dead sessions are dropped here; their slots return to the semaphore.
         state.idle.retain(Session::is_alive);
-        let usable = |s: &Session| s.is_reusable() && purpose.fits(s);
-        // A call that can ask its client takes a session waiting to be given roots first, which
-        // keeps those that never held a client's roots for calls that cannot ask.
-        let pos = match purpose {
-            Purpose::Interruptible => state
-                .idle
-                .iter()
-                .rposition(|s| usable(s) && s.has_client_roots())
-                .or_else(|| state.idle.iter().rposition(usable)),
-            Purpose::Plain => state.idle.iter().rposition(usable),
-        }?;
+        // The most recently returned lendable session, one that held a client's roots first
+        // (`Session::lendable`).
+        let can_ask = purpose == Purpose::Interruptible;
+        let (pos, _) = state
+            .idle
+            .iter()
+            .enumerate()
+            .filter_map(|(pos, s)| s.lendable(can_ask).map(|held_roots| (pos, held_roots)))
+            .max_by_key(|&(pos, held_roots)| (held_roots, pos))?;
         Some(state.idle.swap_remove(pos))
     }
 
@@ -460,13 +454,18 @@ impl PoolInner {
         self.background.spawn(session.close());
     }
 
+    /// Closes a returned session and wakes the callers waiting for one.
+    fn discard(&self, session: Session) {
+        self.close(session);
+        self.returned.notify_waiters();
+    }
+
     fn give_back(self: &Arc<Self>, key: PoolKey, session: Session) {
         if !session.is_alive() {
             return;
         }
         if !session.is_reusable() {
-            self.close(session);
-            self.returned.notify_waiters();
+            self.discard(session);
             return;
         }
         if !Purpose::Interruptible.fits(&session) {
@@ -483,8 +482,7 @@ impl PoolInner {
     fn reclaim_roots(self: &Arc<Self>, key: PoolKey, session: Session) {
         if self.spec.config.unsolicited != UnsolicitedPolicy::Defer || self.stop.is_cancelled() {
             // Nowhere to keep the backend's question: the roots cannot be taken back.
-            self.close(session);
-            self.returned.notify_waiters();
+            self.discard(session);
             return;
         }
         let pool = self.clone();
@@ -497,8 +495,7 @@ impl PoolInner {
                 pool.make_idle(key, session);
             } else {
                 tracing::debug!(backend = %pool.spec.name, session = session.number(), "backend did not ask for roots again; session closed");
-                pool.close(session);
-                pool.returned.notify_waiters();
+                pool.discard(session);
             }
         });
     }

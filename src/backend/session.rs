@@ -7,10 +7,9 @@
 //! a server request belongs to. `ping` is answered here; server requests that arrive with no call
 //! active are answered with [`answer_locally`].
 //!
-//!
 //! Roots belong to the flow that gave them (2026-07-28 gives roots per request; a legacy server
 //! caches them per session). The session records whether a client's roots were delivered on it
-//! ([`Session::has_client_roots`]); the pool asks such a session's backend to ask again
+//! ([`Session::note_client_roots`]); the pool asks such a session's backend to ask again
 //! ([`Session::ask_roots_again`]) before another flow may use it, and a call that starts while
 //! the backend's questions are waiting is not sent until they are answered (the prelude of
 //! [`Session::start_call`]).
@@ -132,14 +131,27 @@ struct Routing {
     /// The backend asked for roots outside any call on this session (it keeps roots per
     /// session): a call that can ask its client runs here only once that question waits for it.
     roots_asked: bool,
-    /// `roots/list` requests received outside calls, whoever answered them.
-    roots_questions: u64,
+    /// A `roots/list` arrived outside any call, whoever answered it.
+    roots_question_seen: bool,
     /// A call was started on this session.
     lent: bool,
     dead: Option<String>,
 }
 
 impl Routing {
+    /// A `roots/list` outside any call; one before the session's first call teaches the pool
+    /// that its backend asks at initialization.
+    fn note_roots_question(&mut self, init_roots: &InitRoots) {
+        self.roots_question_seen = true;
+        if !self.lent {
+            init_roots.learn_asks();
+        }
+    }
+
+    fn reusable(&self) -> bool {
+        self.dead.is_none() && self.pending.is_empty() && !self.tainted
+    }
+
     fn roots_question_waiting(&self) -> bool {
         self.deferred
             .iter()
@@ -202,6 +214,7 @@ impl SessionCore {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         if active {
             routing.active = Some((id, sink.clone()));
+            routing.lent = true;
         }
         routing.pending.insert(id, sink);
         Ok(id)
@@ -263,6 +276,14 @@ impl SessionCore {
             "notifications/cancelled",
             Some(json!({ "requestId": id, "reason": reason })),
         ));
+    }
+
+    /// `notifications/roots/list_changed`: the backend is to ask for roots again.
+    fn tell_roots_changed(&self) -> Result<(), BackendError> {
+        self.transport.send(jsonrpc::notification(
+            "notifications/roots/list_changed",
+            None,
+        ))
     }
 
     fn respond(&self, id: Value, outcome: Result<Value, JsonRpcError>) -> Result<(), BackendError> {
@@ -370,10 +391,7 @@ impl SessionCore {
                     // A backend gives up on a question nobody answered (the TypeScript SDK after
                     // 60 s): have it ask again, so the next call's client is asked first.
                     tracing::debug!(backend = %self.backend, session = self.number, "backend withdrew its roots question; asking it to ask again");
-                    let _ = self.transport.send(jsonrpc::notification(
-                        "notifications/roots/list_changed",
-                        None,
-                    ));
+                    let _ = self.tell_roots_changed();
                 }
                 if let Some(sink) = active {
                     let _ = sink.send(event).await;
@@ -395,10 +413,7 @@ impl SessionCore {
                 if routing.deferred.len() < MAX_DEFERRED && !routing.tainted {
                     if method == "roots/list" {
                         routing.roots_asked = true;
-                        routing.roots_questions += 1;
-                        if !routing.lent {
-                            self.init_roots.learn_asks();
-                        }
+                        routing.note_roots_question(&self.init_roots);
                     }
                     routing.deferred.push((id, method, params));
                     drop(routing);
@@ -425,13 +440,7 @@ impl SessionCore {
 
     /// A `roots/list` outside any call was answered here.
     fn roots_question_handled(&self) {
-        {
-            let mut routing = self.routing();
-            routing.roots_questions += 1;
-            if !routing.lent {
-                self.init_roots.learn_asks();
-            }
-        }
+        self.routing().note_roots_question(&self.init_roots);
         self.asked.notify_waiters();
     }
 
@@ -543,7 +552,7 @@ impl Session {
         };
         let declares_roots = capabilities.get("roots").is_some();
         let mut capabilities = capabilities;
-        if declares_roots && spec.config.unsolicited == UnsolicitedPolicy::Defer {
+        if session.core.reasks_roots {
             // The gateway tells the backend when a session's roots must be asked again.
             capabilities["roots"] = json!({ "listChanged": true });
         }
@@ -595,24 +604,15 @@ impl Session {
         }
         // Most backends ask while handling `initialized`, before they answer this.
         let pinged = self.ping_barrier().await;
-        let deadline = tokio::time::Instant::now() + ROOTS_ON_INIT_WAIT;
-        let asked = loop {
-            let asked = self.core.asked.notified();
-            tokio::pin!(asked);
-            asked.as_mut().enable();
-            {
-                let routing = self.core.routing();
-                if routing.roots_questions > 0 {
-                    break true;
+        let asked = self
+            .wait_until_asked(ROOTS_ON_INIT_WAIT, |routing| {
+                if routing.roots_question_seen {
+                    Some(true)
+                } else {
+                    routing.dead.is_some().then_some(false)
                 }
-                if routing.dead.is_some() {
-                    break false;
-                }
-            }
-            if tokio::time::timeout_at(deadline, asked).await.is_err() {
-                break false;
-            }
-        };
+            })
+            .await;
         if asked {
             if self.core.unsolicited == UnsolicitedPolicy::Static {
                 // Answered from static_roots already: let them apply before the first call.
@@ -651,16 +651,6 @@ impl Session {
         self.core.routing().client_roots = true;
     }
 
-    /// The backend holds roots a client gave (they belong to that client's flow).
-    pub fn has_client_roots(&self) -> bool {
-        self.core.routing().client_roots
-    }
-
-    /// The backend asked for roots and the question waits for the next call.
-    pub fn roots_question_waiting(&self) -> bool {
-        self.core.routing().roots_question_waiting()
-    }
-
     /// Whether a call may run here without the roots of another flow. A call that can ask its
     /// client needs the backend's roots question waiting (its first round answers it before the
     /// call is sent), unless the backend never asked and holds no client's roots; a call that
@@ -669,33 +659,44 @@ impl Session {
         self.core.routing().roots_fit(can_ask_client)
     }
 
+    /// Whether this session may be lent to a call (`is_reusable` and `roots_fit`), and if so
+    /// whether it holds a client's roots (a call that can ask its client takes those first, to
+    /// keep the others for calls that cannot). One look under the routing lock.
+    pub fn lendable(&self, can_ask_client: bool) -> Option<bool> {
+        let routing = self.core.routing();
+        (routing.reusable() && routing.roots_fit(can_ask_client)).then_some(routing.client_roots)
+    }
+
     /// Tells the backend its roots changed (`notifications/roots/list_changed`) and waits up to
     /// `wait` for it to ask again; the question then waits for the next call, whose client
     /// answers it. False when the backend did not ask: its roots cannot be taken back.
     pub async fn ask_roots_again(&self, wait: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + wait;
         if let Some(asked) = self.core.routing().roots_reask_settled() {
             return asked;
         }
-        if self
-            .core
-            .transport
-            .send(jsonrpc::notification(
-                "notifications/roots/list_changed",
-                None,
-            ))
-            .is_err()
-        {
+        if self.core.tell_roots_changed().is_err() {
             return false;
         }
+        self.wait_until_asked(wait, Routing::roots_reask_settled)
+            .await
+    }
+
+    /// Waits up to `wait` for what the backend asks to settle `settled` (`Some(answer)`);
+    /// false when it did not in time.
+    async fn wait_until_asked(
+        &self,
+        wait: Duration,
+        settled: impl Fn(&Routing) -> Option<bool>,
+    ) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
         loop {
-            let arrived = self.core.asked.notified();
-            tokio::pin!(arrived);
-            arrived.as_mut().enable();
-            if let Some(asked) = self.core.routing().roots_reask_settled() {
-                return asked;
+            let asked = self.core.asked.notified();
+            tokio::pin!(asked);
+            asked.as_mut().enable();
+            if let Some(answer) = settled(&self.core.routing()) {
+                return answer;
             }
-            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+            if tokio::time::timeout_at(deadline, asked).await.is_err() {
                 return false;
             }
         }
@@ -721,8 +722,7 @@ impl Session {
     /// Alive, nothing outstanding and nothing cancelled: safe to lend to the next caller
     /// without mixing up whose messages are whose.
     pub fn is_reusable(&self) -> bool {
-        let routing = self.core.routing();
-        routing.dead.is_none() && routing.pending.is_empty() && !routing.tainted
+        self.core.routing().reusable()
     }
 
     /// Gives back the pool slot now, before a polite close that may take a while.
@@ -827,10 +827,8 @@ impl Session {
                     "the backend withdrew its roots question; send the request again".into(),
                 ));
             }
-            routing.lent = true;
             std::mem::take(&mut routing.deferred)
         } else {
-            self.core.routing().lent = true;
             Vec::new()
         };
         let (id, unsent) = if deferred.is_empty() {

@@ -232,9 +232,23 @@ impl CallDriver {
         }
     }
 
+    /// Handles every event already queued for the call, without waiting.
+    fn take_queued_events(&mut self) -> Option<Step> {
+        while let Some(event) = self.call.try_next_event() {
+            if let Some(step) = self.on_event(event) {
+                return Some(step);
+            }
+        }
+        None
+    }
+
     /// Sends the call once its prelude is over: every question the backend asked before it is
     /// answered (or there were none left to ask). Roots given meanwhile must apply first.
     async fn send_after_prelude(&mut self) -> Option<Step> {
+        // The prelude's questions were queued before the driver ran.
+        if let Some(step) = self.take_queued_events() {
+            return Some(step);
+        }
         if !self.outstanding.is_empty() || !self.backlog.is_empty() {
             return None;
         }
@@ -251,10 +265,8 @@ impl CallDriver {
                 session.roots_barrier().await;
             }
             // What the backend asked meanwhile comes before the call too.
-            while let Some(event) = self.call.try_next_event() {
-                if let Some(step) = self.on_event(event) {
-                    return Some(step);
-                }
+            if let Some(step) = self.take_queued_events() {
+                return Some(step);
             }
             if !self.outstanding.is_empty() || !self.backlog.is_empty() {
                 return None;
@@ -414,13 +426,6 @@ impl CallDriver {
         let mut drained = 0;
         loop {
             if self.call.is_unsent() {
-                // The prelude's questions were queued before the driver ran: take them all, then
-                // send the call if none is left for the client.
-                while let Some(event) = self.call.try_next_event() {
-                    if let Some(step) = self.on_event(event) {
-                        return step;
-                    }
-                }
                 if let Some(step) = self.send_after_prelude().await {
                     return step;
                 }

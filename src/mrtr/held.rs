@@ -112,12 +112,7 @@ impl<T> HeldTable<T> {
         }
     }
 
-    /// Reads an entry in place.
-    pub fn with<R>(&self, id: &str, read: impl FnOnce(&T) -> R) -> Option<R> {
-        self.entries.get(id).map(|slot| read(&slot.value))
-    }
-
-    /// Changes an entry in place.
+    /// Reads or changes an entry in place.
     pub fn update<R>(&self, id: &str, change: impl FnOnce(&mut T) -> R) -> Option<R> {
         self.entries
             .get_mut(id)
@@ -171,7 +166,7 @@ mod tests {
             table.admit("c".into()).is_err(),
             "the gateway-wide limit holds too"
         );
-        assert_eq!(table.with("2", |v| *v), Some(20));
+        assert_eq!(table.update("2", |v| *v), Some(20));
         assert_eq!(table.take("2"), Some(20));
         assert_eq!(table.take("2"), None, "taken once");
         assert_eq!(table.ids_where(|v| *v > 15), vec!["3".to_string()]);

@@ -11,8 +11,8 @@
 //! route, principal, method, params digest, round), validate every answer, and only then take the
 //! held call out of the table. A rejected retry sends the backend nothing and leaves the call
 //! held; when its answers were refused, only for `refused_retry_grace`, since clients rarely
-//! correct an answer after an error. A re-sent retry with the same answers attaches to the outcome of the first one
-//! (invariant 4), so the backend sees each answer exactly once.
+//! correct an answer after an error. A re-sent retry with the same answers attaches to the
+//! outcome of the first one (invariant 4), so the backend sees each answer exactly once.
 //!
 //! Tasks: a first call runs in its request's own task up to its first notification or outcome
 //! ([`Bridge::start`]); a call that streams notifications, and a resumed one, run in a task

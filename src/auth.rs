@@ -21,7 +21,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use tokio::sync::Mutex as AsyncMutex;
 
-use crate::backend::http::HttpClient;
+use crate::http_client::HttpClient;
 
 /// The principal of routes without authentication.
 pub const ANONYMOUS: &str = "anonymous";
@@ -91,10 +91,6 @@ pub enum AuthError {
     Keys(String),
 }
 
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    crate::mrtr::state::hex_digest(bytes)
-}
-
 pub fn parse_algorithm(name: &str) -> Option<Algorithm> {
     match name {
         "RS256" => Some(Algorithm::RS256),
@@ -120,7 +116,7 @@ impl Authenticator {
                 for token in tokens {
                     let digest = match (&token.sha256, &token.token) {
                         (Some(d), None) => d.to_ascii_lowercase(),
-                        (None, Some(t)) => sha256_hex(t.as_bytes()),
+                        (None, Some(t)) => crate::digest::sha256_hex(t.as_bytes()),
                         _ => {
                             return Err(AuthError::Keys(format!(
                                 "token of {} needs exactly one of sha256 and token",
@@ -156,7 +152,7 @@ impl Authenticator {
         match self {
             Self::None => Ok(ANONYMOUS.to_string()),
             Self::Bearer(by_digest) => {
-                let digest = sha256_hex(token()?.as_bytes());
+                let digest = crate::digest::sha256_hex(token()?.as_bytes());
                 by_digest
                     .get(&digest)
                     .map(|p| format!("bearer {p}"))
@@ -379,7 +375,7 @@ async fn fetch_jwks(client: &HttpClient, url: &http::Uri) -> Result<JwkSet, Auth
 
 /// Digest a token the way `sha256` entries store it (for configuration tooling and tests).
 pub fn token_digest(token: &str) -> String {
-    sha256_hex(token.as_bytes())
+    crate::digest::sha256_hex(token.as_bytes())
 }
 
 /// Base64url without padding, as JWKs encode key material.

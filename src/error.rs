@@ -8,7 +8,10 @@
 use http::StatusCode;
 use serde_json::{json, Value};
 
+use crate::backend::pool::PoolError;
+use crate::backend::BackendError;
 use crate::jsonrpc::{codes, JsonRpcError};
+use crate::mrtr::held::HeldError;
 
 /// Which `requestState` check failed; surfaced as `data.reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,12 +79,19 @@ pub enum GatewayError {
     RequestTimeout(String),
     #[error("Gateway busy: {0}")]
     Busy(String),
-    #[error("Too many calls waiting for input: {0}")]
-    TooManyHeld(String),
     #[error("Backend unavailable: {0}")]
     BackendUnavailable(String),
     #[error("Backend timed out: {0}")]
     BackendTimeout(String),
+    /// No session could be lent.
+    #[error("{0}")]
+    Pool(#[from] PoolError),
+    /// No place to hold one more call.
+    #[error("Too many calls waiting for input: {0}")]
+    Held(#[from] HeldError),
+    /// The backend session failed under a call.
+    #[error("{0}")]
+    Upstream(#[from] BackendError),
     /// An error object a backend returned, already rewritten for 2026-07-28 clients.
     #[error("{}", .0.message)]
     Backend(JsonRpcError),
@@ -182,9 +192,12 @@ impl GatewayError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::TooManyHeld(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::BackendUnavailable(_) => StatusCode::BAD_GATEWAY,
             Self::BackendTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::Pool(PoolError::Closed | PoolError::QueueTimeout { .. })
+            | Self::Upstream(BackendError::Busy(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Pool(_) | Self::Upstream(_) => StatusCode::BAD_GATEWAY,
+            Self::Held(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Backend(e) if e.code == codes::MISSING_CLIENT_CAPABILITY => {
                 StatusCode::BAD_REQUEST
             }
@@ -249,13 +262,25 @@ impl GatewayError {
             )
             .with_data(json!({ "reason": reason.as_str() })),
             Self::Busy(m) => JsonRpcError::new(codes::INTERNAL_ERROR, format!("Gateway busy: {m}")),
-            Self::TooManyHeld(_) => JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string()),
             Self::BackendUnavailable(m) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend unavailable: {m}"))
             }
             Self::BackendTimeout(m) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend timed out: {m}"))
             }
+            Self::Pool(e @ (PoolError::Closed | PoolError::QueueTimeout { .. })) => {
+                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Gateway busy: {e}"))
+            }
+            Self::Upstream(e @ BackendError::Busy(_)) => {
+                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Gateway busy: {e}"))
+            }
+            Self::Pool(e) => {
+                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend unavailable: {e}"))
+            }
+            Self::Upstream(e) => {
+                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend unavailable: {e}"))
+            }
+            Self::Held(_) => JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string()),
             Self::Backend(e) => e.clone(),
             Self::Internal(m) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("Internal error: {m}"))

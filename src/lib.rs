@@ -11,11 +11,14 @@ pub mod auth;
 pub mod backend;
 pub mod config;
 pub mod demo;
+pub mod digest;
 pub mod error;
 pub mod front;
+pub mod http_client;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod mrtr;
+pub mod protocol;
 pub mod telemetry;
 
 pub use front::{start, Gateway, RunningGateway, StartError};

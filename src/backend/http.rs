@@ -22,17 +22,13 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::{BackendError, BackendSpec, Outbox, TransportEvent};
-
-pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+use crate::http_client::HttpClient;
 
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -50,22 +46,6 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 /// Serializes straight into a buffer (`Display` would go through the formatter).
 fn json_bytes(message: &Value) -> Bytes {
     Bytes::from(serde_json::to_vec(message).unwrap_or_default())
-}
-
-pub fn new_client() -> Result<HttpClient, BackendError> {
-    let mut tcp = HttpConnector::new();
-    tcp.enforce_http(false);
-    // Requests and SSE events are small writes that must not wait for Nagle's algorithm.
-    tcp.set_nodelay(true);
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-        .map_err(|e| BackendError::Connect(format!("TLS setup failed: {e}")))?
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(tcp);
-    Ok(Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(90))
-        .build(connector))
 }
 
 struct Shared {

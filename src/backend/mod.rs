@@ -19,19 +19,14 @@ use tokio::sync::mpsc;
 
 use crate::config::{BackendConfig, TransportKind};
 
-/// The revision the gateway asks for at `initialize`.
-pub const BACKEND_PROTOCOL_VERSION: &str = "2025-11-25";
-
-/// Revisions a backend may negotiate down to and still be served.
-pub const ACCEPTED_BACKEND_VERSIONS: &[&str] =
-    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum BackendError {
     #[error("cannot start backend: {0}")]
     Spawn(String),
     #[error("backend connection failed: {0}")]
     Connect(String),
+    #[error("backend connection failed: {0}")]
+    Tls(#[from] crate::http_client::TlsSetupError),
     #[error("backend session closed: {0}")]
     Closed(String),
     #[error("backend initialize failed: {0}")]
@@ -62,13 +57,13 @@ pub struct BackendSpec {
     pub name: String,
     pub config: BackendConfig,
     /// Shared HTTP client (connection reuse across sessions); `None` for stdio backends.
-    pub http_client: Option<http::HttpClient>,
+    pub http_client: Option<crate::http_client::HttpClient>,
 }
 
 impl BackendSpec {
     pub fn new(name: &str, config: BackendConfig) -> Result<Arc<Self>, BackendError> {
         let http_client = match config.transport {
-            TransportKind::Http => Some(http::new_client()?),
+            TransportKind::Http => Some(crate::http_client::new_client()?),
             TransportKind::Stdio => None,
         };
         Ok(Arc::new(Self {

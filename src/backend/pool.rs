@@ -22,8 +22,21 @@ use tokio_util::task::TaskTracker;
 use super::session::{InitRoots, Session};
 use super::{BackendError, BackendSpec};
 use crate::config::UnsolicitedPolicy;
-use crate::error::GatewayError;
+
 use crate::metrics::Metrics;
+
+/// Why no session could be lent.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PoolError {
+    #[error("pool closed")]
+    Closed,
+    #[error("no session of backend {backend} became free within {wait:?}")]
+    QueueTimeout { backend: String, wait: Duration },
+    #[error("backend {0} failed to start recently; retrying shortly")]
+    BackingOff(String),
+    #[error("{0}")]
+    Start(#[from] BackendError),
+}
 
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -188,6 +201,11 @@ impl Pool {
         Self { inner, maintenance }
     }
 
+    /// How long a call of this backend may take to answer.
+    pub fn request_timeout(&self) -> Duration {
+        self.inner.spec.config.request_timeout
+    }
+
     pub fn backend_name(&self) -> &str {
         &self.inner.spec.name
     }
@@ -218,7 +236,7 @@ impl Pool {
 
     /// Starts one session for an unauthenticated caller with no capabilities, so readiness
     /// reflects whether the backend can be reached; the session then waits as a spare.
-    pub async fn probe(&self) -> Result<(), GatewayError> {
+    pub async fn probe(&self) -> Result<(), PoolError> {
         let profile = self.profile_for(&serde_json::json!({}));
         let lease = self
             .acquire(
@@ -247,7 +265,7 @@ impl Pool {
         key: &PoolKey,
         profile: &Value,
         purpose: Purpose,
-    ) -> Result<Lease, GatewayError> {
+    ) -> Result<Lease, PoolError> {
         let started = Instant::now();
         let lease = self.acquire_inner(key, profile, purpose).await;
         self.inner
@@ -263,7 +281,7 @@ impl Pool {
         key: &PoolKey,
         profile: &Value,
         purpose: Purpose,
-    ) -> Result<Lease, GatewayError> {
+    ) -> Result<Lease, PoolError> {
         let inner = &self.inner;
         let deadline = Instant::now() + inner.spec.config.pool.queue_wait;
         loop {
@@ -284,13 +302,13 @@ impl Pool {
                         _ = &mut returned => continue,
                         permit = inner.slots.clone().acquire_owned() => match permit {
                             Ok(permit) => permit,
-                            Err(_) => return Err(GatewayError::Busy("pool closed".into())),
+                            Err(_) => return Err(PoolError::Closed),
                         },
                         _ = tokio::time::sleep_until(deadline.into()) => {
-                            return Err(GatewayError::Busy(format!(
-                                "no session of backend {} became free within {:?}",
-                                inner.spec.name, inner.spec.config.pool.queue_wait
-                            )));
+                            return Err(PoolError::QueueTimeout {
+                                backend: inner.spec.name.clone(),
+                                wait: inner.spec.config.pool.queue_wait,
+                            });
                         }
                     }
                 }
@@ -394,14 +412,11 @@ impl PoolInner {
         profile: &Value,
         permit: OwnedSemaphorePermit,
         deadline: Instant,
-    ) -> Result<Session, GatewayError> {
+    ) -> Result<Session, PoolError> {
         let wait_until = self.backoff.lock().unwrap_or_else(|p| p.into_inner()).until;
         if let Some(until) = wait_until.filter(|u| *u > Instant::now()) {
             if until > deadline {
-                return Err(GatewayError::BackendUnavailable(format!(
-                    "backend {} failed to start recently; retrying shortly",
-                    self.spec.name
-                )));
+                return Err(PoolError::BackingOff(self.spec.name.clone()));
             }
             tokio::time::sleep_until(until.into()).await;
         }
@@ -412,7 +427,7 @@ impl PoolInner {
             }
             Err(e) => {
                 self.record_failure(&e);
-                Err(GatewayError::BackendUnavailable(e.to_string()))
+                Err(PoolError::Start(e))
             }
         }
     }

@@ -26,11 +26,11 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
 use super::{
-    BackendError, BackendSpec, Transport, TransportEvent, ACCEPTED_BACKEND_VERSIONS,
-    BACKEND_PROTOCOL_VERSION,
+    BackendError, BackendSpec, Transport, TransportEvent,
 };
 use crate::config::UnsolicitedPolicy;
 use crate::jsonrpc::{self, codes, JsonRpcError, Message};
+use crate::protocol::{ACCEPTED_BACKEND_VERSIONS, BACKEND_PROTOCOL_VERSION};
 
 /// Server requests kept for the next call of an idle session, at most.
 const MAX_DEFERRED: usize = 32;

@@ -15,7 +15,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{full, Body, Gateway};
+use super::reply::{full, Body};
+use super::Gateway;
+use crate::backend::pool::Pool;
 
 fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
     let mut response = Response::new(full(body));
@@ -113,4 +115,21 @@ pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>, stop: Cancellat
         }
     }
     connections.shutdown().await;
+}
+
+/// Readiness needs each backend to have initialized a session once: tries until it has, every
+/// 2 s, until `stop`.
+pub async fn probe_until_ready(pool: Arc<Pool>, stop: CancellationToken) {
+    loop {
+        let result = tokio::select! {
+            _ = stop.cancelled() => return,
+            result = pool.probe() => result,
+        };
+        let Err(e) = result else { return };
+        tracing::warn!(backend = pool.backend_name(), error = %e, "backend not reachable yet");
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(std::time::Duration::from_secs(2)) => {}
+        }
+    }
 }

@@ -7,7 +7,7 @@ use dashmap::DashMap;
 use http::HeaderMap;
 use serde_json::Value;
 
-use super::validate::decode_header_value;
+use super::request::decode_header_value;
 use crate::error::GatewayError;
 
 /// One annotated argument: where it sits in `arguments` and which header mirrors it.

@@ -22,7 +22,7 @@ use super::inputs::{assign_key, gate, validate_answer, Gate, InputKind, PendingI
 use crate::backend::pool::Lease;
 use crate::backend::session::{answer_locally, ActiveCall, CallEvent};
 use crate::error::GatewayError;
-use crate::front::validate::log_level_rank;
+use crate::protocol::log_level_rank;
 use crate::jsonrpc::{self, JsonRpcError};
 
 /// What the current front request sees next.

@@ -11,7 +11,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
-use crate::error::GatewayError;
+/// Why one more call cannot be held.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HeldError {
+    #[error("{0} calls are waiting for input")]
+    Full(usize),
+    #[error("{0} of this client's calls are waiting for input")]
+    PrincipalFull(usize),
+}
 
 struct Slot<T> {
     /// Digest of the principal the entry is counted against.
@@ -73,15 +80,13 @@ impl<T> HeldTable<T> {
     }
 
     /// Takes a place for one more entry of this principal, or says which limit is reached.
-    pub fn admit(&self, principal_digest: String) -> Result<Admission<'_, T>, GatewayError> {
+    pub fn admit(&self, principal_digest: String) -> Result<Admission<'_, T>, HeldError> {
         let max_held = self.max_held;
         self.admitted
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max_held).then_some(n + 1)
             })
-            .map_err(|held| {
-                GatewayError::TooManyHeld(format!("{held} calls are waiting for input"))
-            })?;
+            .map_err(HeldError::Full)?;
         // The shard lock of this principal's count makes the check and the increment one step.
         let mut mine = self
             .per_principal
@@ -91,9 +96,7 @@ impl<T> HeldTable<T> {
             let count = *mine;
             drop(mine);
             self.admitted.fetch_sub(1, Ordering::AcqRel);
-            return Err(GatewayError::TooManyHeld(format!(
-                "{count} of this client's calls are waiting for input"
-            )));
+            return Err(HeldError::PrincipalFull(count));
         }
         *mine += 1;
         Ok(Admission {
@@ -159,7 +162,7 @@ mod tests {
         table.insert("2".into(), table.admit("a".into()).unwrap(), 20);
         assert!(matches!(
             table.admit("a".into()),
-            Err(GatewayError::TooManyHeld(_))
+            Err(HeldError::Full(_) | HeldError::PrincipalFull(_))
         ));
         table.insert("3".into(), table.admit("b".into()).unwrap(), 30);
         assert!(

@@ -23,9 +23,10 @@
 pub mod call;
 pub mod held;
 pub mod inputs;
+pub mod setup;
 pub mod state;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,8 +50,8 @@ use crate::metrics::Metrics;
 /// How a call ended for the front request that waits on it.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    /// The backend's result, not yet stamped.
-    Complete(Value),
+    /// The backend's final result, not yet stamped.
+    Final(Value),
     Error(GatewayError),
     /// An `InputRequiredResult` (without `_meta`).
     InputRequired(Value),
@@ -60,13 +61,13 @@ pub enum Outcome {
 #[derive(Debug)]
 pub enum Event {
     Notify(Value),
-    Done(Outcome),
+    Outcome(Outcome),
 }
 
 /// How the first step of a call answers the request that started it.
 pub enum Started {
     /// The call reached its outcome before any notification.
-    Done(Outcome),
+    Outcome(Outcome),
     /// A notification came first; a task drives the call and the rest follows on the receiver.
     Streaming(Value, mpsc::Receiver<Event>),
 }
@@ -148,6 +149,8 @@ pub struct Bridge {
     sweeper: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     stop: CancellationToken,
     metrics: Arc<Metrics>,
+    /// Numbers the progress tokens the gateway gives backends.
+    progress_tokens: AtomicU64,
 }
 
 const EVENT_BUFFER: usize = 64;
@@ -175,6 +178,7 @@ impl Bridge {
             sweeper: std::sync::Mutex::new(None),
             stop: CancellationToken::new(),
             metrics,
+            progress_tokens: AtomicU64::new(1),
         });
         let sweeper = tokio::spawn(sweep(
             Arc::downgrade(&bridge),
@@ -279,7 +283,7 @@ impl Bridge {
                 if let Some(record) = &record {
                     record.outcome.send_replace(Some(outcome.clone()));
                 }
-                let delivered = tx.send(Event::Done(outcome)).await.is_ok();
+                let delivered = tx.send(Event::Outcome(outcome)).await.is_ok();
                 if let Some(record) = record {
                     record.delivered.store(delivered, Ordering::Release);
                 }
@@ -298,7 +302,7 @@ impl Bridge {
         let _running = self.tasks.token();
         match driver.next_step().await {
             Step::Notify(message) => Started::Streaming(message, self.drive(driver, binding, true)),
-            Step::End(ending) => Started::Done(self.conclude(ending, driver, binding)),
+            Step::End(ending) => Started::Outcome(self.conclude(ending, driver, binding)),
         }
     }
 
@@ -331,7 +335,7 @@ impl Bridge {
     /// The outcome a step that ends the current front request gives it.
     fn conclude(&self, ending: Ending, driver: CallDriver, binding: CallBinding) -> Outcome {
         match ending {
-            Ending::Final(Ok(result)) => Outcome::Complete(result),
+            Ending::Final(Ok(result)) => Outcome::Final(result),
             Ending::Final(Err(error)) => Outcome::Error(GatewayError::from_backend(
                 error,
                 &binding.method,
@@ -345,7 +349,7 @@ impl Bridge {
                 drop(driver);
                 match self.held.admit(principal_digest(&binding.principal)) {
                     Ok(place) => self.hold(place, Held::Reissue { inputs, error }, binding, round),
-                    Err(error) => Outcome::Error(error),
+                    Err(error) => Outcome::Error(error.into()),
                 }
             }
         }
@@ -363,7 +367,7 @@ impl Bridge {
             Ok(place) => place,
             Err(error) => {
                 driver.abandon("too many calls are waiting for input");
-                return Outcome::Error(error);
+                return Outcome::Error(error.into());
             }
         };
         driver.parked();
@@ -468,7 +472,7 @@ impl Bridge {
         }
         tracing::Span::current().record("round", payload.round);
         let answers_digest =
-            state::hex_digest(Value::Object(answers.clone()).to_string().as_bytes());
+            crate::digest::sha256_hex(Value::Object(answers.clone()).to_string().as_bytes());
         match self.redemptions.entry(payload.held_id.clone()) {
             Entry::Occupied(existing) => {
                 let record = existing.get();

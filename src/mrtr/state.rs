@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::digest::sha256_hex;
 use crate::error::StateRejection;
 
 const VERSION: u8 = 1;
@@ -187,10 +188,6 @@ pub fn now_ms() -> u64 {
 }
 
 /// SHA-256, hex.
-pub fn hex_digest(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
-
 pub fn principal_digest(principal: &str) -> String {
     hex::encode(&Sha256::digest(principal.as_bytes())[..16])
 }
@@ -220,7 +217,7 @@ pub fn params_digest(method: &str, params: &serde_json::Map<String, Value>) -> S
             name: params.get("name"),
         }),
     };
-    hex_digest(&salient.unwrap_or_default())
+    sha256_hex(&salient.unwrap_or_default())
 }
 
 /// A fresh 128-bit id, hex.
@@ -315,16 +312,16 @@ mod tests {
             serde_json::json!({"name": "t", "arguments": params["arguments"]}).to_string();
         assert_eq!(
             params_digest("tools/call", params),
-            hex_digest(canonical.as_bytes())
+            sha256_hex(canonical.as_bytes())
         );
         let read = serde_json::json!({"uri": "file:///a"});
         assert_eq!(
             params_digest("resources/read", read.as_object().unwrap()),
-            hex_digest(br#"{"uri":"file:///a"}"#)
+            sha256_hex(br#"{"uri":"file:///a"}"#)
         );
         assert_eq!(
             params_digest("tools/call", &serde_json::Map::new()),
-            hex_digest(br#"{"arguments":{},"name":null}"#)
+            sha256_hex(br#"{"arguments":{},"name":null}"#)
         );
     }
 

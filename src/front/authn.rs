@@ -1,0 +1,59 @@
+//! Authentication as a layer: the route's [`Authenticator`](crate::auth::Authenticator) turns the
+//! bearer token into a [`Principal`] in the request's extensions, or answers 401 with the
+//! `WWW-Authenticate` challenge that names the route's protected resource metadata (RFC 6750,
+//! RFC 9728).
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use http::header::WWW_AUTHENTICATE;
+use http::{HeaderValue, Request, Response};
+use tower_http::auth::AsyncAuthorizeRequest;
+
+use super::reply::{error_response, Body};
+use super::route::Route;
+use crate::error::GatewayError;
+
+/// Who the request is from: a token's digest, a JWT subject, or `anonymous`.
+#[derive(Debug, Clone)]
+pub struct Principal(pub String);
+
+#[derive(Clone)]
+pub struct Authenticate {
+    pub route: Arc<Route>,
+}
+
+impl<B: Send + 'static> AsyncAuthorizeRequest<B> for Authenticate {
+    type RequestBody = B;
+    type ResponseBody = Body;
+    type Future = BoxFuture<'static, Result<Request<B>, Response<Body>>>;
+
+    fn authorize(&mut self, mut request: Request<B>) -> Self::Future {
+        let route = self.route.clone();
+        Box::pin(async move {
+            match route.auth.authenticate(request.headers()).await {
+                Ok(principal) => {
+                    request.extensions_mut().insert(Principal(principal));
+                    Ok(request)
+                }
+                Err(e) => {
+                    let missing = matches!(e, crate::auth::AuthError::Missing);
+                    let mut response =
+                        error_response(None, &GatewayError::Unauthorized(e.to_string()));
+                    // Only a route that authenticates can answer 401, and only 401 names this URL.
+                    let metadata_url = route.resource_metadata_url(request.headers());
+                    let invalid = if missing {
+                        ""
+                    } else {
+                        ", error=\"invalid_token\""
+                    };
+                    let challenge = format!("Bearer resource_metadata=\"{metadata_url}\"{invalid}");
+                    if let Ok(value) = HeaderValue::from_str(&challenge) {
+                        response.headers_mut().insert(WWW_AUTHENTICATE, value);
+                    }
+                    Err(response)
+                }
+            }
+        })
+    }
+}

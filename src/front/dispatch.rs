@@ -1,0 +1,156 @@
+//! The innermost service: applies one typed request. `server/discover` and the retired
+//! `initialize` are answered here; forwarded methods go to the bridge ([`Bridge::call`]), whose
+//! first answer [`Reply`] writes; anything else is "method not found".
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use http::{HeaderMap, Request, Response, StatusCode};
+use serde_json::{json, Map};
+use tower::Service;
+
+use super::authn::Principal;
+use super::reply::{error_response, json_response, labeled, Body, Reply};
+use super::request::{Field, McpRequest};
+use super::route::Route;
+use super::translate;
+use crate::auth::ANONYMOUS;
+use crate::error::{GatewayError, StateRejection};
+use crate::jsonrpc;
+use crate::mrtr::setup::{CallRequest, Continuation};
+use crate::mrtr::Bridge;
+use crate::protocol::{Method, SUPPORTED_VERSIONS};
+
+#[derive(Clone)]
+pub struct Dispatch {
+    pub route: Arc<Route>,
+    pub bridge: Arc<Bridge>,
+    /// Between SSE keep-alive comments.
+    pub keep_alive: Duration,
+}
+
+impl Service<Request<McpRequest>> for Dispatch {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<McpRequest>) -> Self::Future {
+        let dispatch = self.clone();
+        Box::pin(async move {
+            let (parts, request) = request.into_parts();
+            let principal = parts
+                .extensions
+                .get::<Principal>()
+                .map_or(ANONYMOUS, |p| p.0.as_str())
+                .to_string();
+            let id = request.id.clone();
+            let answer = dispatch.apply(request, principal, &parts.headers).await;
+            Ok(answer.unwrap_or_else(|error| error_response(Some(id), &error)))
+        })
+    }
+}
+
+impl Dispatch {
+    async fn apply(
+        &self,
+        request: McpRequest,
+        principal: String,
+        headers: &HeaderMap,
+    ) -> Result<Response<Body>, GatewayError> {
+        crate::telemetry::join_caller_trace(&request.params, &request.meta.trace_headers);
+        let route = &self.route;
+        match request.method {
+            Method::Discover => {
+                let init = self
+                    .bridge
+                    .server_init(&route.pool, &principal, &request.meta.client_capabilities)
+                    .await?;
+                let result = translate::discover_result(&init, &route.config);
+                Ok(labeled(
+                    json_response(StatusCode::OK, &jsonrpc::result_response(request.id, result)),
+                    Method::Discover,
+                    "ok",
+                ))
+            }
+            Method::Initialize => Err(GatewayError::MethodNotFound {
+                method: request.method_name,
+                data: Some(json!({ "supported": SUPPORTED_VERSIONS })),
+            }),
+            method if method.is_forwarded() => {
+                if method == Method::ToolsCall {
+                    let name = request.target.as_deref().unwrap_or_default();
+                    tracing::Span::current().record("tool", name);
+                    route.tool_headers.check(name, request.arguments(), headers)?;
+                }
+                self.forward(request, principal).await
+            }
+            _ => Err(GatewayError::method_not_found(request.method_name)),
+        }
+    }
+
+    async fn forward(
+        &self,
+        request: McpRequest,
+        principal: String,
+    ) -> Result<Response<Body>, GatewayError> {
+        let McpRequest {
+            id,
+            method,
+            request_state,
+            input_responses,
+            meta,
+            params,
+            ..
+        } = request;
+        let continuation = if method.is_interruptible() {
+            let answers = match input_responses {
+                Field::Absent => Map::new(),
+                Field::Given(answers) => answers,
+                Field::Malformed => {
+                    return Err(GatewayError::invalid_params(
+                        "inputResponses must be an object",
+                    ))
+                }
+            };
+            Some(match request_state {
+                Field::Absent => Continuation::First {
+                    preanswers: answers,
+                },
+                Field::Given(token) => Continuation::Retry { token, answers },
+                Field::Malformed => {
+                    return Err(GatewayError::BadState {
+                        reason: StateRejection::Malformed,
+                    })
+                }
+            })
+        } else {
+            None
+        };
+        let reply = Reply {
+            route: self.route.clone(),
+            id,
+            method,
+            retry: matches!(continuation, Some(Continuation::Retry { .. })),
+        };
+        let call = CallRequest {
+            route: self.route.config.path.clone(),
+            principal,
+            method,
+            params,
+            continuation,
+            client_capabilities: meta.client_capabilities,
+            progress_token: meta.progress_token,
+            log_level: meta.log_level,
+            trace_headers: meta.trace_headers,
+        };
+        let started = self.bridge.call(&self.route.pool, call).await?;
+        Ok(reply.started(started, self.keep_alive))
+    }
+}

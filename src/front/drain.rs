@@ -1,0 +1,29 @@
+//! Draining as a layer: once the gateway is stopping, new calls get 503 while retries of held
+//! calls are still served, so the rounds in flight can finish.
+
+use http::{Request, Response};
+use tokio_util::sync::CancellationToken;
+use tower_http::validate_request::ValidateRequest;
+
+use super::reply::{error_response, Body};
+use super::request::McpRequest;
+use crate::error::GatewayError;
+
+/// Cancelled when the drain starts.
+#[derive(Clone)]
+pub struct Drain(pub CancellationToken);
+
+impl ValidateRequest<McpRequest> for Drain {
+    type ResponseBody = Body;
+
+    fn validate(&mut self, request: &mut Request<McpRequest>) -> Result<(), Response<Body>> {
+        let request = request.body();
+        if self.0.is_cancelled() && !request.resumes_held_call() {
+            return Err(error_response(
+                Some(request.id.clone()),
+                &GatewayError::Busy("the gateway is shutting down".into()),
+            ));
+        }
+        Ok(())
+    }
+}

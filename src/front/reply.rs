@@ -1,0 +1,236 @@
+//! How the front writes what it answers: JSON-RPC errors with their HTTP status, a call's
+//! outcome as one JSON body (stamped for 2026-07-28), or an SSE stream when notifications
+//! precede it. Every response says what it was ([`Labels`]) for the metrics layer.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{stream, StreamExt};
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE};
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Empty, Full, StreamBody};
+use hyper::body::Frame;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::route::Route;
+use super::translate;
+use crate::error::GatewayError;
+use crate::jsonrpc;
+use crate::metrics::Metrics;
+use crate::mrtr::{Event, Outcome, Started};
+use crate::protocol::Method;
+
+/// The body of every front response. Boxed with a boxed error, as panic catching needs.
+pub type Body = UnsyncBoxBody<Bytes, tower::BoxError>;
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into())
+        .map_err(|never: Infallible| match never {})
+        .boxed_unsync()
+}
+
+pub fn empty(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(
+        Empty::new()
+            .map_err(|never: Infallible| match never {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() = status;
+    response
+}
+
+pub fn not_found() -> Response<Body> {
+    let mut response = Response::new(full("not found\n"));
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
+}
+
+pub fn json_response(status: StatusCode, message: &Value) -> Response<Body> {
+    let mut response = Response::new(full(serde_json::to_vec(message).unwrap_or_default()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// A JSON-RPC error with the status [`GatewayError::http_status`] gives it.
+pub fn error_response(id: Option<Value>, error: &GatewayError) -> Response<Body> {
+    let mut response = json_response(
+        error.http_status(),
+        &jsonrpc::error_response(id, &error.to_jsonrpc()),
+    );
+    if matches!(error, GatewayError::MethodNotAllowed) {
+        response
+            .headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("POST"));
+    }
+    response
+}
+
+fn sse_frame(message: &Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+}
+
+/// What a response was, for metrics: set by whoever builds it.
+#[derive(Clone, Copy)]
+pub struct Labels {
+    pub method: &'static str,
+    pub outcome: &'static str,
+}
+
+pub fn labeled(
+    mut response: Response<Body>,
+    method: Method,
+    outcome: &'static str,
+) -> Response<Body> {
+    response.extensions_mut().insert(Labels {
+        method: method.label(),
+        outcome,
+    });
+    response
+}
+
+fn outcome_label(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Final(_) => "ok",
+        Outcome::InputRequired(_) => "input_required",
+        Outcome::Error(_) => "error",
+    }
+}
+
+/// How the answer to one forwarded request is written.
+pub struct Reply {
+    pub route: Arc<Route>,
+    pub id: Value,
+    pub method: Method,
+    /// A retry's result must not be cached.
+    pub retry: bool,
+}
+
+impl Reply {
+    /// The response to a call's first answer.
+    pub fn started(self, started: Started, keep_alive: Duration) -> Response<Body> {
+        match started {
+            Started::Outcome(outcome) => self.json(outcome),
+            Started::Streaming(first, events) => self.stream(first, events, keep_alive),
+        }
+    }
+
+    fn message(&self, outcome: Outcome) -> (Value, StatusCode) {
+        let init = self.route.server_init();
+        let server_info = init.as_deref().and_then(|init| init.get("serverInfo"));
+        match outcome {
+            Outcome::Final(result) => {
+                if self.method == Method::ToolsList {
+                    self.route.tool_headers.learn(&result);
+                }
+                let stamped = translate::stamp_result(
+                    self.method,
+                    result,
+                    &self.route.config,
+                    server_info,
+                    self.retry,
+                );
+                (
+                    jsonrpc::result_response(self.id.clone(), stamped),
+                    StatusCode::OK,
+                )
+            }
+            Outcome::InputRequired(result) => {
+                count_round(&self.route.metrics, &self.route.config.path, &result);
+                let stamped = translate::stamp_interim(result, server_info);
+                (
+                    jsonrpc::result_response(self.id.clone(), stamped),
+                    StatusCode::OK,
+                )
+            }
+            Outcome::Error(error) => (
+                jsonrpc::error_response(Some(self.id.clone()), &error.to_jsonrpc()),
+                error.http_status(),
+            ),
+        }
+    }
+
+    fn json(&self, outcome: Outcome) -> Response<Body> {
+        let label = outcome_label(&outcome);
+        let (message, status) = self.message(outcome);
+        labeled(json_response(status, &message), self.method, label)
+    }
+
+    /// SSE: the first notification, then the call's events, with keep-alives. Closing the stream
+    /// drops the receiver, which cancels a first call on the backend.
+    fn stream(
+        self,
+        first: Value,
+        events: mpsc::Receiver<Event>,
+        keep_alive: Duration,
+    ) -> Response<Body> {
+        let method = self.method;
+        let metrics = self.route.metrics.clone();
+        let mut keep_alive = tokio::time::interval(keep_alive);
+        keep_alive.reset();
+        let first = stream::once(async move { sse_frame(&first) });
+        let rest = stream::unfold(Some((events, keep_alive, self)), |state| async move {
+            let (mut events, mut keep_alive, reply) = state?;
+            tokio::select! {
+                event = events.recv() => match event {
+                    Some(Event::Notify(message)) => {
+                        Some((sse_frame(&message), Some((events, keep_alive, reply))))
+                    }
+                    Some(Event::Outcome(outcome)) => {
+                        let (message, _) = reply.message(outcome);
+                        Some((sse_frame(&message), None))
+                    }
+                    None => None,
+                },
+                _ = keep_alive.tick() => {
+                    Some((Bytes::from_static(b": keep-alive\n\n"), Some((events, keep_alive, reply))))
+                }
+            }
+        });
+        let frames = first.chain(rest).map(move |bytes| {
+            metrics.response_bytes.inc_by(bytes.len() as u64);
+            Ok::<_, tower::BoxError>(Frame::data(bytes))
+        });
+        let mut response = Response::new(StreamBody::new(frames).boxed_unsync());
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        labeled(response, method, "stream")
+    }
+}
+
+/// A round handed to a client: counted per route, and its questions per kind.
+fn count_round(metrics: &Metrics, route: &str, result: &Value) {
+    metrics.rounds.with_label_values(&[route]).inc();
+    if let Some(requests) = result.get("inputRequests").and_then(Value::as_object) {
+        for request in requests.values() {
+            let kind = match request.get("method").and_then(Value::as_str) {
+                Some("elicitation/create") => "elicitation",
+                Some("sampling/createMessage") => "sampling",
+                _ => "roots",
+            };
+            metrics.input_requests.with_label_values(&[kind]).inc();
+        }
+    }
+}
+
+/// The answer to a request whose handling panicked: a JSON-RPC internal error, 500.
+pub fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
+    let detail = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    tracing::error!(panic = %detail, "request handling panicked");
+    error_response(
+        None,
+        &GatewayError::Internal("the request could not be handled".into()),
+    )
+}

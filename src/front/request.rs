@@ -1,0 +1,376 @@
+//! Parse once into a typed request: the POST body as JSON-RPC, the required request `_meta`,
+//! the request-metadata headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, Base64
+//! sentinel included) and the protocol version, all decided before any response starts. What
+//! passes becomes an [`McpRequest`]; downstream nothing reads the params by name again.
+
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+
+use base64::Engine;
+use bytes::Bytes;
+use futures_util::future::{Either, Ready};
+use http::{HeaderMap, Request, Response, StatusCode};
+use serde_json::{Map, Value};
+use tower::{Layer, Service};
+
+use super::reply::{empty, error_response, Body};
+use crate::error::GatewayError;
+use crate::jsonrpc::{Message, ShapeError};
+use crate::protocol::{
+    log_level_rank, Method, LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL,
+    META_PROTOCOL_VERSION, SUPPORTED_VERSIONS,
+};
+
+/// What a valid request declared in `_meta`.
+#[derive(Debug, Clone)]
+pub struct RequestMeta {
+    pub protocol_version: String,
+    pub client_capabilities: Value,
+    pub log_level: Option<String>,
+    pub progress_token: Option<Value>,
+    /// W3C trace context from HTTP headers (`traceparent`, `tracestate`), used when `_meta`
+    /// carries none.
+    pub trace_headers: Vec<(&'static str, String)>,
+}
+
+/// A field whose shape is checked only where the method uses it (so errors keep their order).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Field<T> {
+    Absent,
+    Given(T),
+    /// Present with the wrong JSON type.
+    Malformed,
+}
+
+/// One valid client request.
+#[derive(Debug)]
+pub struct McpRequest {
+    pub id: Value,
+    pub method: Method,
+    /// The method as sent: unknown methods are named in their error.
+    pub method_name: String,
+    /// The tool or prompt name, or the resource URI, that `Mcp-Name` mirrors.
+    pub target: Option<String>,
+    /// `requestState`: a string names a held call.
+    pub request_state: Field<String>,
+    /// `inputResponses`: an object of answers by input key.
+    pub input_responses: Field<Map<String, Value>>,
+    pub meta: RequestMeta,
+    /// Every other param, unknown ones included, as sent.
+    pub params: Map<String, Value>,
+}
+
+impl McpRequest {
+    /// `tools/call` arguments, as sent.
+    pub fn arguments(&self) -> Option<&Value> {
+        self.params.get("arguments")
+    }
+
+    /// A retry of a held call (any `requestState` at all, for the drain's sake).
+    pub fn resumes_held_call(&self) -> bool {
+        self.method.is_interruptible() && self.request_state != Field::Absent
+    }
+}
+
+/// A POST body that passed validation.
+#[derive(Debug)]
+pub enum Inbound {
+    Request(Box<McpRequest>),
+    /// Accepted with 202; nothing is forwarded (2026-07-28 defines no client notifications on
+    /// HTTP).
+    Notification { method: String },
+}
+
+/// A validation failure, with the request id when it could be read.
+#[derive(Debug)]
+pub struct Rejection {
+    pub id: Option<Value>,
+    pub error: GatewayError,
+}
+
+fn reject(id: Option<&Value>, error: GatewayError) -> Rejection {
+    Rejection {
+        id: id.cloned(),
+        error,
+    }
+}
+
+/// Decodes the `=?base64?...?=` sentinel form of a header value.
+pub fn decode_header_value(raw: &str) -> Result<String, String> {
+    match raw
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    {
+        Some(encoded) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|e| format!("invalid Base64: {e}"))?;
+            String::from_utf8(bytes).map_err(|_| "Base64 value is not UTF-8".to_string())
+        }
+        None => Ok(raw.to_string()),
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, GatewayError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v.to_str().map(Some).map_err(|_| {
+            GatewayError::HeaderMismatch(format!("{name} header has invalid characters"))
+        }),
+    }
+}
+
+/// Parses and validates the body of a POST whose headers passed the checks before it.
+pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| reject(None, GatewayError::Parse(e.to_string())))?;
+    if value.is_array() {
+        return Err(reject(
+            None,
+            GatewayError::InvalidRequest("batch arrays are not supported".into()),
+        ));
+    }
+    let readable_id = value
+        .get("id")
+        .filter(|id| crate::jsonrpc::is_valid_id(id))
+        .cloned();
+    let message = Message::classify(value).map_err(|e: ShapeError| {
+        reject(
+            readable_id.as_ref(),
+            GatewayError::InvalidRequest(e.to_string()),
+        )
+    })?;
+    let (id, method_name, params) = match message {
+        Message::Notification { method, .. } => return Ok(Inbound::Notification { method }),
+        Message::Response { id, .. } => {
+            return Err(reject(
+                crate::jsonrpc::is_valid_id(&id).then_some(&id),
+                GatewayError::InvalidRequest("clients must not send JSON-RPC responses".into()),
+            ))
+        }
+        Message::Request { id, method, params } => (id, method, params),
+    };
+    let mut params = match params {
+        Some(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    let method = Method::parse(&method_name);
+    let (meta, target) =
+        validate_meta(headers, method, &method_name, &params).map_err(|e| reject(Some(&id), e))?;
+    let request_state = match params.remove("requestState") {
+        None => Field::Absent,
+        Some(Value::String(token)) => Field::Given(token),
+        Some(_) => Field::Malformed,
+    };
+    let input_responses = match params.remove("inputResponses") {
+        None => Field::Absent,
+        Some(Value::Object(answers)) => Field::Given(answers),
+        Some(_) => Field::Malformed,
+    };
+    Ok(Inbound::Request(Box::new(McpRequest {
+        id,
+        method,
+        method_name,
+        target,
+        request_state,
+        input_responses,
+        meta,
+        params,
+    })))
+}
+
+/// Checks the required `_meta` fields and the request-metadata headers against the body, and
+/// reads the target the method names.
+fn validate_meta(
+    headers: &HeaderMap,
+    method: Method,
+    method_name: &str,
+    params: &Map<String, Value>,
+) -> Result<(RequestMeta, Option<String>), GatewayError> {
+    // Order matters to clients: a missing header is a header error; a missing `_meta` field is
+    // invalid params; a mismatch outranks an unsupported version.
+    let header_version = header_str(headers, "mcp-protocol-version")?.ok_or_else(|| {
+        GatewayError::HeaderMismatch("missing required MCP-Protocol-Version header".into())
+    })?;
+    let meta = match params.get("_meta") {
+        None => None,
+        Some(Value::Object(m)) => Some(m),
+        Some(_) => return Err(GatewayError::invalid_params("_meta must be an object")),
+    };
+    let body_version = meta.and_then(|m| m.get(META_PROTOCOL_VERSION));
+    let body_version = match body_version {
+        None => {
+            return Err(GatewayError::invalid_params(format!(
+                "_meta[\"{META_PROTOCOL_VERSION}\"] is required"
+            )))
+        }
+        Some(Value::String(v)) => v.clone(),
+        Some(_) => {
+            return Err(GatewayError::invalid_params(format!(
+                "_meta[\"{META_PROTOCOL_VERSION}\"] must be a string"
+            )))
+        }
+    };
+    let client_capabilities = match meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)) {
+        Some(caps @ Value::Object(_)) => caps.clone(),
+        Some(_) => {
+            return Err(GatewayError::invalid_params(format!(
+                "_meta[\"{META_CLIENT_CAPABILITIES}\"] must be an object"
+            )))
+        }
+        None => {
+            return Err(GatewayError::invalid_params(format!(
+                "_meta[\"{META_CLIENT_CAPABILITIES}\"] is required"
+            )))
+        }
+    };
+
+    if header_version != body_version {
+        return Err(GatewayError::HeaderMismatch(format!(
+            "MCP-Protocol-Version header value '{header_version}' does not match body value '{body_version}'"
+        )));
+    }
+    if !SUPPORTED_VERSIONS.contains(&body_version.as_str()) {
+        return Err(GatewayError::UnsupportedVersion {
+            requested: body_version,
+            supported: SUPPORTED_VERSIONS,
+        });
+    }
+    match header_str(headers, "mcp-method")? {
+        None => {
+            return Err(GatewayError::HeaderMismatch(
+                "missing required Mcp-Method header".into(),
+            ))
+        }
+        Some(h) if h != method_name => {
+            return Err(GatewayError::HeaderMismatch(format!(
+                "Mcp-Method header value '{h}' does not match body value '{method_name}'"
+            )))
+        }
+        Some(_) => {}
+    }
+    let mut target = None;
+    if let Some(param) = method.name_param() {
+        let body_name = match params.get(param) {
+            Some(Value::String(s)) => s.as_str(),
+            Some(_) => {
+                return Err(GatewayError::invalid_params(format!(
+                    "\"{param}\" must be a string"
+                )))
+            }
+            None => {
+                return Err(GatewayError::invalid_params(format!(
+                    "\"{param}\" is required"
+                )))
+            }
+        };
+        let header = header_str(headers, "mcp-name")?.ok_or_else(|| {
+            GatewayError::HeaderMismatch("missing required Mcp-Name header".into())
+        })?;
+        let decoded = decode_header_value(header.trim())
+            .map_err(|e| GatewayError::HeaderMismatch(format!("Mcp-Name header: {e}")))?;
+        if decoded != body_name {
+            return Err(GatewayError::HeaderMismatch(format!(
+                "Mcp-Name header value '{decoded}' does not match body value '{body_name}'"
+            )));
+        }
+        target = Some(decoded);
+    }
+    let log_level = match meta.and_then(|m| m.get(META_LOG_LEVEL)) {
+        None => None,
+        Some(Value::String(level)) if log_level_rank(level).is_some() => Some(level.clone()),
+        Some(other) => {
+            return Err(GatewayError::invalid_params(format!(
+                "unknown log level {other}; expected one of {}",
+                LOG_LEVELS.join(", ")
+            )))
+        }
+    };
+    let progress_token = match meta.and_then(|m| m.get("progressToken")) {
+        None => None,
+        Some(token) if token.is_string() || token.is_i64() || token.is_u64() => Some(token.clone()),
+        Some(_) => {
+            return Err(GatewayError::invalid_params(
+                "progressToken must be a string or an integer",
+            ))
+        }
+    };
+    let trace_headers = ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = headers.get(name)?.to_str().ok()?;
+            Some((name, value.to_string()))
+        })
+        .collect();
+    Ok((
+        RequestMeta {
+            protocol_version: body_version,
+            client_capabilities,
+            log_level,
+            progress_token,
+            trace_headers,
+        },
+        target,
+    ))
+}
+
+/// Parses the read body: `Request<Bytes>` becomes `Request<McpRequest>`; a notification is
+/// answered 202 here.
+#[derive(Clone, Copy)]
+pub struct ParseLayer;
+
+impl<S> Layer<S> for ParseLayer {
+    type Service = Parse<S>;
+
+    fn layer(&self, inner: S) -> Parse<S> {
+        Parse { inner }
+    }
+}
+
+#[derive(Clone)]
+pub struct Parse<S> {
+    inner: S,
+}
+
+impl<S> Service<Request<Bytes>> for Parse<S>
+where
+    S: Service<Request<McpRequest>, Response = Response<Body>, Error = Infallible>,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Either<Ready<Result<Response<Body>, Infallible>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        let (parts, body) = request.into_parts();
+        let answer = |response| Either::Left(futures_util::future::ready(Ok(response)));
+        match parse(&parts.headers, &body) {
+            Ok(Inbound::Request(request)) => {
+                Either::Right(self.inner.call(Request::from_parts(parts, *request)))
+            }
+            Ok(Inbound::Notification { method }) => {
+                tracing::debug!(%method, "notification accepted");
+                answer(empty(StatusCode::ACCEPTED))
+            }
+            Err(rejection) => answer(error_response(rejection.id, &rejection.error)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_sentinel_is_decoded() {
+        assert_eq!(decode_header_value("plain").unwrap(), "plain");
+        assert_eq!(
+            decode_header_value("=?base64?w6lsw6h2ZQ==?=").unwrap(),
+            "élève"
+        );
+        assert!(decode_header_value("=?base64?***?=").is_err());
+    }
+}

@@ -1,0 +1,77 @@
+//! Routes: one MCP endpoint per configured path, the backend pool behind it, and what the
+//! endpoint says about itself as an OAuth protected resource (RFC 9728).
+
+use std::sync::Arc;
+
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use serde_json::{json, Value};
+
+use super::param_headers::ToolHeaders;
+use super::reply::{error_response, json_response, Body};
+use crate::auth::Authenticator;
+use crate::backend::pool::Pool;
+use crate::config::RouteConfig;
+use crate::error::GatewayError;
+use crate::metrics::Metrics;
+
+/// Where protected resource metadata is served: this prefix, then the route's path.
+pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// One MCP endpoint and the backend behind it.
+pub struct Route {
+    pub config: RouteConfig,
+    /// Handed to the bridge, which leases its sessions.
+    pub pool: Arc<Pool>,
+    /// `x-mcp-header` annotations learned from this route's `tools/list` results.
+    pub tool_headers: ToolHeaders,
+    pub auth: Authenticator,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Route {
+    /// The backend's most recent `InitializeResult` (its `serverInfo` stamps every result).
+    pub fn server_init(&self) -> Option<Arc<Value>> {
+        self.pool.cached_init()
+    }
+
+    /// This endpoint's URL as a protected resource (RFC 9728).
+    fn resource(&self, headers: &HeaderMap) -> String {
+        match &self.config.resource {
+            Some(resource) => resource.clone(),
+            None => {
+                let host = headers
+                    .get(http::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .unwrap_or("localhost");
+                format!("http://{host}{}", self.config.path)
+            }
+        }
+    }
+
+    /// Where this endpoint's protected resource metadata lives: the well-known path inserted
+    /// before the resource's path (RFC 9728 §3.1).
+    pub fn resource_metadata_url(&self, headers: &HeaderMap) -> String {
+        let resource = self.resource(headers);
+        match resource.split_once("://") {
+            Some((scheme, rest)) => {
+                let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+                format!("{scheme}://{authority}{RESOURCE_METADATA_PATH}{path}")
+            }
+            None => resource,
+        }
+    }
+
+    /// The metadata document: GET only, and only for a route that authenticates.
+    pub fn resource_metadata<B>(&self, request: &Request<B>) -> Response<Body> {
+        if request.method() != Method::GET {
+            return error_response(None, &GatewayError::MethodNotAllowed);
+        }
+        let headers = request.headers();
+        let metadata = json!({
+            "resource": self.resource(headers),
+            "authorization_servers": self.config.authorization_servers,
+            "bearer_methods_supported": ["header"],
+        });
+        json_response(StatusCode::OK, &metadata)
+    }
+}

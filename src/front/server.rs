@@ -1,0 +1,212 @@
+//! Listeners, start and stop. The MCP listener serves each connection with hyper and the
+//! gateway's routes; at most `server.max_connections` are open at once. Stopping drains first:
+//! the listener stays open, new calls get 503 and retries of held calls are still served until
+//! nothing is held or running, or the drain timeout; then held calls end, backend sessions
+//! close, and open connections get a short grace to finish writing.
+//!
+//! Tasks: the accept loop, owned by [`RunningGateway`]; one task per connection, tracked by the
+//! accept loop and aborted after the grace; the admin listener and readiness probes, tracked by [`RunningGateway`] and
+//! stopped by its shutdown token.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{admin, Gateway};
+use crate::auth::AuthError;
+use crate::config::{Config, ConfigError};
+use crate::mrtr::state::KeyError;
+
+/// Longest wait for a request's headers (slow clients cannot hold connections).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// After the drain, how long open connections (and call tasks) get to finish.
+const CONNECTION_GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("backend {name}: {source}")]
+    Backend {
+        name: String,
+        source: crate::backend::BackendError,
+    },
+    #[error("requestState keys: {0}")]
+    KeyList(#[from] ConfigError),
+    #[error("requestState keys: {0}")]
+    Keys(#[from] KeyError),
+    #[error("route {path}: {source}")]
+    Auth { path: String, source: AuthError },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// A gateway accepting connections; stopped with [`RunningGateway::shutdown`].
+pub struct RunningGateway {
+    local_addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
+    /// The root of shutdown: cancelling it starts the drain; the side tasks' token is its child.
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    /// The admin listener and the readiness probes; they end with the gateway.
+    side_tasks: TaskTracker,
+    side_stop: CancellationToken,
+    gateway: Arc<Gateway>,
+}
+
+impl RunningGateway {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
+
+    /// Stops accepting, lets in-flight requests finish within the drain timeout, then closes
+    /// backend sessions.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+        // The admin surface reports the drain until the MCP side is done.
+        self.side_stop.cancel();
+        self.side_tasks.close();
+        self.side_tasks.wait().await;
+    }
+}
+
+/// Binds the listeners and starts serving.
+pub async fn start(config: &Config) -> Result<RunningGateway, StartError> {
+    let gateway = Gateway::new(config)?;
+    let addr = config.server.listen;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })?;
+    let local_addr = listener
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr, source })?;
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(serve(
+        listener,
+        gateway.clone(),
+        stop.clone(),
+        config.server.drain_timeout,
+        config.server.max_connections,
+    ));
+    tracing::info!(%local_addr, routes = ?config.routes.iter().map(|r| &r.path).collect::<Vec<_>>(), "mrtr-gateway listening");
+    let side_stop = CancellationToken::new();
+    let side_tasks = TaskTracker::new();
+    let mut admin_addr = None;
+    if let Some(addr) = config.server.admin_listen {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Bind { addr, source })?;
+        admin_addr = listener.local_addr().ok();
+        side_tasks.spawn(admin::serve(listener, gateway.clone(), side_stop.clone()));
+        for pool in gateway.pools().to_vec() {
+            side_tasks.spawn(admin::probe_until_ready(pool, side_stop.clone()));
+        }
+        tracing::info!(admin = ?admin_addr, "admin listener up");
+    }
+    Ok(RunningGateway {
+        local_addr,
+        admin_addr,
+        stop,
+        task,
+        side_tasks,
+        side_stop,
+        gateway,
+    })
+}
+
+async fn serve(
+    listener: TcpListener,
+    gateway: Arc<Gateway>,
+    stop: CancellationToken,
+    drain_timeout: Duration,
+    max_connections: usize,
+) {
+    let connection_slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let graceful = GracefulShutdown::new();
+    // A JoinSet, not a tracker: connections still open after the grace are aborted.
+    let mut connections = tokio::task::JoinSet::new();
+    let mut drain_deadline: Option<tokio::time::Instant> = None;
+    let mut drain_tick = tokio::time::interval(Duration::from_millis(50));
+    loop {
+        tokio::select! {
+            _ = stop.cancelled(), if drain_deadline.is_none() => {
+                gateway.start_drain();
+                drain_deadline = Some(tokio::time::Instant::now() + drain_timeout);
+                tracing::info!(held = gateway.held_calls(), "draining");
+            }
+            _ = drain_tick.tick(), if drain_deadline.is_some() => {
+                let expired = drain_deadline.is_some_and(|d| d <= tokio::time::Instant::now());
+                if expired || gateway.idle() {
+                    if expired && !gateway.idle() {
+                        tracing::warn!(held = gateway.held_calls(), "drain timeout reached; abandoning what is left");
+                    }
+                    break;
+                }
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => {
+                    let Ok(slot) = connection_slots.clone().try_acquire_owned() else {
+                        tracing::warn!(max_connections, "connection refused: too many open connections");
+                        continue;
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let gateway = gateway.clone();
+                    let service = hyper::service::service_fn(move |request| {
+                        let gateway = gateway.clone();
+                        async move { Ok::<_, Infallible>(gateway.handle(request).await) }
+                    });
+                    let connection = builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .into_owned();
+                    let connection = graceful.watch(connection);
+                    connections.spawn(async move {
+                        if let Err(e) = connection.await {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                        drop(slot);
+                    });
+                }
+                Err(e) => {
+                    // Out of descriptors and similar: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    drop(listener);
+    // Held calls end first (their backends see cancellation), then open connections get a
+    // short grace to finish writing.
+    gateway.close_backends(CONNECTION_GRACE).await;
+    if tokio::time::timeout(CONNECTION_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::debug!("closing remaining connections");
+    }
+    connections.shutdown().await;
+}

@@ -1,0 +1,14 @@
+//! Test utilities of the front's unit tests.
+
+use http::{HeaderMap, HeaderValue};
+
+/// A header map from name/value pairs; repeated names append.
+pub fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            map.append(*name, value);
+        }
+    }
+    map
+}

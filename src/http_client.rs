@@ -1,0 +1,33 @@
+//! The outbound HTTP client shared by whatever the gateway fetches: Streamable HTTP backends and
+//! JWKS documents. A leaf: hyper's pooled client over rustls (ring, webpki roots), HTTP/1.1.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The TLS provider could not be set up.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("TLS setup failed: {0}")]
+pub struct TlsSetupError(#[source] rustls::Error);
+
+pub fn new_client() -> Result<HttpClient, TlsSetupError> {
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    // Requests and SSE events are small writes that must not wait for Nagle's algorithm.
+    tcp.set_nodelay(true);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
+        .map_err(TlsSetupError)?
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(tcp);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(connector))
+}

@@ -1,0 +1,296 @@
+//! Call setup, owned by the bridge: one entry point ([`Bridge::call`]) takes a forwarded request
+//! from the front and owns everything up to its first answer — redeeming a retry, leasing a
+//! session fit for the method, checking the backend offers the method, applying the log level,
+//! starting the backend call with params fit for a 2025-11-25 server, and the driver's first
+//! step. The front never touches a pool or a session.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use super::call::{CallDriver, RequestScope};
+use super::state::params_digest;
+use super::{Bridge, CallBinding, Event, Outcome, Redeemed, Started};
+use crate::backend::pool::{Pool, PoolKey, Purpose};
+use crate::error::GatewayError;
+use crate::protocol::{Method, META_PREFIX};
+
+/// How a forwarded request relates to a call the gateway may hold.
+#[derive(Debug, Clone)]
+pub enum Continuation {
+    /// A first call; `inputResponses` sent with it answer questions as they arrive.
+    First { preanswers: Map<String, Value> },
+    /// A retry: `requestState` names the held call, `inputResponses` answer its round.
+    Retry {
+        token: String,
+        answers: Map<String, Value>,
+    },
+}
+
+/// One request the front forwards, parsed once: what the bridge needs to start or resume it.
+#[derive(Debug)]
+pub struct CallRequest {
+    /// The route path the request came in on (bound into `requestState`).
+    pub route: String,
+    pub principal: String,
+    pub method: Method,
+    /// The client's params without `inputResponses` and `requestState`; unknown fields kept.
+    pub params: Map<String, Value>,
+    /// `None` for a method that cannot be held.
+    pub continuation: Option<Continuation>,
+    pub client_capabilities: Value,
+    pub progress_token: Option<Value>,
+    pub log_level: Option<String>,
+    /// W3C trace context from the HTTP headers, used when `_meta` carries none.
+    pub trace_headers: Vec<(&'static str, String)>,
+}
+
+impl Bridge {
+    /// Runs a forwarded request to its first answer: an outcome, or a first notification with
+    /// the call's events to follow.
+    pub async fn call(
+        self: &Arc<Self>,
+        pool: &Pool,
+        request: CallRequest,
+    ) -> Result<Started, GatewayError> {
+        let CallRequest {
+            route,
+            principal,
+            method,
+            params,
+            continuation,
+            client_capabilities,
+            progress_token,
+            log_level,
+            trace_headers,
+        } = request;
+        let interruptible = continuation.is_some();
+        let binding = CallBinding {
+            route,
+            principal,
+            method: method.as_str().to_string(),
+            params_digest: params_digest(method.as_str(), &params),
+            error_context: json!({ "uri": params.get("uri") }),
+        };
+        let mut scope = RequestScope {
+            client_capabilities,
+            client_progress_token: progress_token,
+            log_level,
+            preanswers: Map::new(),
+        };
+        match continuation {
+            None => {}
+            Some(Continuation::First { preanswers }) => scope.preanswers = preanswers,
+            Some(Continuation::Retry { token, answers }) => {
+                match self.redeem(&binding, &token, &answers, scope.clone())? {
+                    Redeemed::Fresh(events) => return Ok(first_answer(events).await),
+                    Redeemed::Duplicate(mut outcome) => {
+                        let wait = pool.request_timeout() + self.config.round_wait;
+                        let ready =
+                            tokio::time::timeout(wait, outcome.wait_for(Option::is_some)).await;
+                        let outcome = match ready {
+                            Ok(Ok(done)) => done.clone().unwrap_or_else(|| {
+                                Outcome::Error(GatewayError::Internal("no outcome".into()))
+                            }),
+                            _ => Outcome::Error(GatewayError::BackendTimeout(
+                                "the original retry did not finish".into(),
+                            )),
+                        };
+                        return Ok(Started::Outcome(outcome));
+                    }
+                    // The client visited the URLs: the original request is issued again.
+                    Redeemed::Reissue { accepted: true, .. } => {}
+                    Redeemed::Reissue { error, .. } => return Err(error),
+                }
+            }
+        }
+
+        let profile = pool.profile_for(&scope.client_capabilities);
+        let key = PoolKey::new(&binding.principal, &profile);
+        let purpose = if interruptible {
+            Purpose::Interruptible
+        } else {
+            Purpose::Plain
+        };
+        let lease = pool.acquire(&key, &profile, purpose).await?;
+        let session = lease
+            .session()
+            .ok_or_else(|| GatewayError::Internal("lease without session".into()))?;
+        if let Some(capability) = method.required_backend_capability() {
+            let init = session.init_result();
+            if init.get("capabilities").and_then(|c| c.get(capability)).is_none() {
+                return Err(GatewayError::method_not_found(method.as_str()));
+            }
+        }
+        let backend_progress_token = scope.client_progress_token.as_ref().map(|_| {
+            format!(
+                "mrtr-{}",
+                self.progress_tokens.fetch_add(1, Ordering::Relaxed)
+            )
+        });
+        let backend_params = backend_params(
+            method,
+            params,
+            backend_progress_token.as_deref(),
+            &trace_headers,
+        );
+        // The level is set on the exclusive session before the call starts.
+        session
+            .apply_log_level(scope.log_level.as_deref(), pool.request_timeout())
+            .await?;
+        let call = session.start_call(method.as_str(), Some(backend_params), interruptible)?;
+        let driver = CallDriver::new(
+            call,
+            lease,
+            interruptible,
+            backend_progress_token,
+            scope,
+            pool.request_timeout(),
+            self.config.settle_window,
+        );
+        Ok(self.start(driver, binding).await)
+    }
+
+    /// The backend's `InitializeResult` for `server/discover`: the cached one, or a session's
+    /// when no session started yet.
+    pub async fn server_init(
+        &self,
+        pool: &Pool,
+        principal: &str,
+        client_capabilities: &Value,
+    ) -> Result<Arc<Value>, GatewayError> {
+        if let Some(init) = pool.cached_init() {
+            return Ok(init);
+        }
+        let profile = pool.profile_for(client_capabilities);
+        let lease = pool
+            .acquire(&PoolKey::new(principal, &profile), &profile, Purpose::Plain)
+            .await?;
+        lease
+            .session()
+            .map(|s| s.init_result())
+            .ok_or_else(|| GatewayError::Internal("lease without session".into()))
+    }
+}
+
+/// A resumed call answers with its outcome when that comes first, else with its first
+/// notification and the events that follow.
+async fn first_answer(mut events: mpsc::Receiver<Event>) -> Started {
+    match events.recv().await {
+        Some(Event::Notify(first)) => Started::Streaming(first, events),
+        Some(Event::Outcome(outcome)) => Started::Outcome(outcome),
+        None => Started::Outcome(Outcome::Error(GatewayError::Internal(
+            "call ended without an outcome".into(),
+        ))),
+    }
+}
+
+/// Params for the backend: 2026-only `_meta` keys and `task` removed, the progress token
+/// replaced by the gateway's own, `arguments` defaulted for `tools/call`. Everything else,
+/// trace context and unknown keys included, passes unchanged.
+pub fn backend_params(
+    method: Method,
+    mut params: Map<String, Value>,
+    backend_progress_token: Option<&str>,
+    trace_headers: &[(&'static str, String)],
+) -> Value {
+    // A 2026 client's `task` belongs to the tasks extension; to a 2025 server it would ask for a
+    // 2025 task, which the gateway does not run.
+    params.remove("task");
+    let mut meta = match params.remove("_meta") {
+        Some(Value::Object(meta)) => meta,
+        _ => Map::new(),
+    };
+    meta.retain(|key, _| !key.starts_with(META_PREFIX));
+    meta.remove("progressToken");
+    if let Some(token) = backend_progress_token {
+        meta.insert("progressToken".into(), json!(token));
+    }
+    // Trace context in `_meta` wins; the HTTP headers are the fallback.
+    if !meta.contains_key("traceparent") {
+        for (name, value) in trace_headers {
+            meta.insert((*name).into(), json!(value));
+        }
+    }
+    if !meta.is_empty() {
+        params.insert("_meta".into(), Value::Object(meta));
+    }
+    if method == Method::ToolsCall && !params.contains_key("arguments") {
+        params.insert("arguments".into(), json!({}));
+    }
+    Value::Object(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_lose_2026_fields_and_keep_the_rest() {
+        let params = json!({
+            "name": "t",
+            "task": {"ttl": 60000},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "progressToken": 7,
+                "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                "com.example/custom": 1
+            },
+            "extra": true
+        });
+        let Value::Object(map) = params else {
+            unreachable!()
+        };
+        let out = backend_params(
+            Method::ToolsCall,
+            map,
+            Some("g-1"),
+            &[(
+                "traceparent",
+                "00-ffffffffffffffffffffffffffffffff-ffffffffffffffff-01".into(),
+            )],
+        );
+        assert_eq!(
+            out,
+            json!({
+                "name": "t",
+                "arguments": {},
+                "extra": true,
+                "_meta": {
+                    "progressToken": "g-1",
+                    "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                    "com.example/custom": 1
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn trace_headers_fill_in_missing_trace_context() {
+        let out = backend_params(
+            Method::ToolsList,
+            Map::new(),
+            None,
+            &[
+                (
+                    "traceparent",
+                    "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into(),
+                ),
+                ("tracestate", "v=1".into()),
+            ],
+        );
+        assert_eq!(
+            out["_meta"]["traceparent"],
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        );
+        assert_eq!(out["_meta"]["tracestate"], "v=1");
+        assert_eq!(
+            backend_params(Method::ToolsList, Map::new(), None, &[]),
+            json!({})
+        );
+    }
+
+}

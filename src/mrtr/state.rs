@@ -15,25 +15,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+// The key format is configuration's, so validation and the ring decode keys the same way.
+use crate::config::decode_keys;
+pub use crate::config::KeyError;
 use crate::digest::sha256_hex;
 use crate::error::StateRejection;
 
 const VERSION: u8 = 1;
 const KEY_ID_LEN: usize = 4;
 const NONCE_LEN: usize = 12;
-const KEY_LEN: usize = 32;
 /// Longest token accepted, so a hostile one costs nothing to reject.
 const MAX_TOKEN_LEN: usize = 4096;
-
-#[derive(Debug, thiserror::Error)]
-pub enum KeyError {
-    #[error("key {index}: not valid base64")]
-    Encoding { index: usize },
-    #[error("key {index}: must be exactly {KEY_LEN} bytes (got {len})")]
-    Length { index: usize, len: usize },
-    #[error("no sealing key")]
-    Empty,
-}
 
 struct RingKey {
     id: [u8; KEY_ID_LEN],
@@ -61,29 +53,19 @@ pub fn generate_key() -> String {
 impl KeyRing {
     /// Keys as base64 strings, the sealing key first.
     pub fn from_base64<S: AsRef<str>>(keys: &[S]) -> Result<Self, KeyError> {
-        let mut ring = Vec::with_capacity(keys.len());
-        for (index, encoded) in keys.iter().enumerate() {
-            let bytes = STANDARD
-                .decode(encoded.as_ref().trim())
-                .map_err(|_| KeyError::Encoding { index })?;
-            if bytes.len() != KEY_LEN {
-                return Err(KeyError::Length {
-                    index,
-                    len: bytes.len(),
-                });
-            }
-            let digest = Sha256::digest(&bytes);
-            let mut id = [0u8; KEY_ID_LEN];
-            id.copy_from_slice(&digest[..KEY_ID_LEN]);
-            ring.push(RingKey {
-                id,
-                cipher: Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(&bytes)),
-            });
-        }
-        if ring.is_empty() {
-            return Err(KeyError::Empty);
-        }
-        Ok(Self { keys: ring })
+        let keys = decode_keys(keys)?
+            .iter()
+            .map(|bytes| {
+                let digest = Sha256::digest(bytes);
+                let mut id = [0u8; KEY_ID_LEN];
+                id.copy_from_slice(&digest[..KEY_ID_LEN]);
+                RingKey {
+                    id,
+                    cipher: Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(bytes)),
+                }
+            })
+            .collect();
+        Ok(Self { keys })
     }
 
     /// A ring with one random key: enough while held calls live in this process only.

@@ -1,0 +1,441 @@
+//! Configuration: the TOML file format and the embedded default (the built-in demo backend
+//! behind `127.0.0.1:8080/mcp`). Loading parses, expands `${NAME}` (`expand`), then checks each
+//! section (`check`) with errors that name the key; the defaults are all in `defaults`, the
+//! `requestState` key format in `keys`.
+//!
+//! Secrets never need to live in the file: values of backend `headers` and `env`, `mrtr.keys`
+//! and bearer tokens may contain `${NAME}`, replaced by the environment variable `NAME` when the
+//! configuration is loaded.
+
+mod check;
+mod defaults;
+mod expand;
+mod keys;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use keys::{decode_keys, KeyError, KEY_LEN};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Parse(#[from] toml::de::Error),
+    #[error("{key}: {problem}")]
+    Invalid { key: String, problem: String },
+}
+
+fn invalid(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.into(),
+        problem: problem.into(),
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub server: ServerConfig,
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteConfig>,
+    #[serde(default, rename = "backend")]
+    pub backends: BTreeMap<String, BackendConfig>,
+    #[serde(default)]
+    pub mrtr: MrtrConfig,
+}
+
+/// Multi round-trip bridging: how held calls are sealed, batched, waited for and bounded.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MrtrConfig {
+    /// How long a held call waits for the client's retry before it is abandoned. Keep it below
+    /// the backends' own timeout for their requests (60 s in the TypeScript SDK).
+    #[serde(default = "defaults::held_ttl", with = "humantime_serde")]
+    pub held_ttl: Duration,
+    /// After a backend's first request of a round, how long to gather more into the same round.
+    #[serde(default = "defaults::settle_window", with = "humantime_serde")]
+    pub settle_window: Duration,
+    /// After answers are delivered, how long to wait for the backend's next event before
+    /// returning a round with `requestState` only.
+    #[serde(default = "defaults::round_wait", with = "humantime_serde")]
+    pub round_wait: Duration,
+    /// Rounds one call may take.
+    #[serde(default = "defaults::max_rounds")]
+    pub max_rounds: u32,
+    /// Calls held at once, gateway-wide; past it new rounds get HTTP 429.
+    #[serde(default = "defaults::max_held")]
+    pub max_held: usize,
+    /// Calls held at once for one principal; past it that client's new rounds get HTTP 429.
+    #[serde(default = "defaults::max_held_per_principal")]
+    pub max_held_per_principal: usize,
+    /// AES-256-GCM keys (base64, 32 bytes) for `requestState`; the first seals, all open.
+    /// Empty: a random key per process (held calls live in one process anyway).
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// A file with one base64 key per line, read after `keys`.
+    #[serde(default)]
+    pub keys_file: Option<PathBuf>,
+    /// This instance's id in `requestState` (default: random per process).
+    #[serde(default)]
+    pub instance_id: Option<String>,
+    /// After a retry is refused for invalid answers, how long the held call still waits for a
+    /// corrected retry before it is abandoned (its backend call cancelled, its session reset).
+    #[serde(default = "defaults::refused_retry_grace", with = "humantime_serde")]
+    pub refused_retry_grace: Duration,
+}
+
+impl MrtrConfig {
+    /// The configured keys, then those of `keys_file`.
+    pub fn key_list(&self) -> Result<Vec<String>, ConfigError> {
+        let mut keys = self.keys.clone();
+        if let Some(path) = &self.keys_file {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            keys.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty() && !l.starts_with('#'))
+                    .map(String::from),
+            );
+        }
+        Ok(keys)
+    }
+}
+
+/// What to do with a server request that arrives while no call is active on the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UnsolicitedPolicy {
+    /// Keep it and surface it in the first round of the session's next interruptible call.
+    #[default]
+    Defer,
+    /// Answer roots from `static_roots`; decline to elicit or sample.
+    Static,
+    /// Answer with an error.
+    Error,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address of the MCP listener.
+    #[serde(default = "defaults::listen")]
+    pub listen: SocketAddr,
+    /// Address of the admin listener (/healthz, /readyz, /metrics, /status); none by default.
+    #[serde(default)]
+    pub admin_listen: Option<SocketAddr>,
+    /// Largest accepted request body.
+    #[serde(default = "defaults::max_body_bytes")]
+    pub max_body_bytes: usize,
+    /// Accepted `Host` header names (without port). `["*"]` accepts any. Default: the loopback
+    /// names when listening on loopback, any host otherwise.
+    #[serde(default)]
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Accepted `Origin` values (`scheme://host[:port]`); a request without `Origin` is not
+    /// checked. Default: http(s) origins on the loopback names, any port.
+    #[serde(default)]
+    pub allowed_origins: Option<Vec<String>>,
+    /// Interval of SSE keep-alive comments on long responses.
+    #[serde(default = "defaults::sse_keep_alive", with = "humantime_serde")]
+    pub sse_keep_alive: Duration,
+    /// Allow routes without authentication on a non-loopback listener (e.g. behind a proxy
+    /// that authenticates).
+    #[serde(default)]
+    pub allow_unauthenticated: bool,
+    /// Longest wait for a request body once its headers arrived (slow senders get 408).
+    #[serde(default = "defaults::body_read_timeout", with = "humantime_serde")]
+    pub body_read_timeout: Duration,
+    /// Client connections open at once; more are closed at once.
+    #[serde(default = "defaults::max_connections")]
+    pub max_connections: usize,
+    /// Grace period for in-flight calls at shutdown.
+    #[serde(default = "defaults::drain_timeout", with = "humantime_serde")]
+    pub drain_timeout: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    Public,
+    Private,
+}
+
+impl CacheScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Public => "public",
+            Self::Private => "private",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// URL path of the MCP endpoint, e.g. `/mcp`.
+    pub path: String,
+    /// Name of a `[backend.NAME]` table.
+    pub backend: String,
+    /// `ttlMs` stamped on cacheable results.
+    #[serde(default)]
+    pub ttl_ms: u64,
+    /// `cacheScope` stamped on cacheable results.
+    #[serde(default = "defaults::cache_scope")]
+    pub cache_scope: CacheScope,
+    /// Who may call this route.
+    #[serde(default)]
+    pub auth: crate::auth::AuthConfig,
+    /// This endpoint's canonical URL, for its protected resource metadata (RFC 9728). Default:
+    /// derived from the request's Host.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Authorization servers named in the protected resource metadata.
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TransportKind {
+    Stdio,
+    Http,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendConfig {
+    pub transport: TransportKind,
+    /// stdio: program to spawn.
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// http: the server's MCP endpoint.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// http: extra request headers (e.g. the gateway's own credentials for this backend).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub pool: PoolConfig,
+    /// Server requests that arrive outside any call.
+    #[serde(default)]
+    pub unsolicited: UnsolicitedPolicy,
+    /// Roots given by `unsolicited = "static"`: `[{ uri = "file:///...", name = "..." }]`.
+    #[serde(default)]
+    pub static_roots: Vec<StaticRoot>,
+    /// Longest a forwarded request may run.
+    #[serde(default = "defaults::request_timeout", with = "humantime_serde")]
+    pub request_timeout: Duration,
+    /// Longest a new session may take to start and initialize.
+    #[serde(default = "defaults::init_timeout", with = "humantime_serde")]
+    pub init_timeout: Duration,
+    /// After roots reach the backend (and a `ping` says it read them), how long before a call is
+    /// sent that relies on them: servers may apply roots asynchronously.
+    #[serde(default = "defaults::roots_settle", with = "humantime_serde")]
+    pub roots_settle: Duration,
+}
+
+#[derive(Debug, Clone, serde::Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticRoot {
+    pub uri: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    /// Idle sessions kept ready per (principal, capability profile) once that pair was used.
+    #[serde(default)]
+    pub min_idle: usize,
+    /// Sessions open at once for this backend.
+    #[serde(default = "defaults::max_sessions")]
+    pub max_sessions: usize,
+    /// An idle session beyond `min_idle` is closed after this long.
+    #[serde(default = "defaults::idle_timeout", with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Longest a request waits for a free session before HTTP 503.
+    #[serde(default = "defaults::queue_wait", with = "humantime_serde")]
+    pub queue_wait: Duration,
+    /// Client capability sets (as a request declares them) whose sessions are started when the
+    /// gateway starts and kept warm (at least one idle session each), for unauthenticated
+    /// callers; e.g. `[{}, { elicitation = {} }]`.
+    #[serde(default)]
+    pub warm_profiles: Vec<serde_json::Value>,
+}
+
+impl Config {
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let mut config: Config = toml::from_str(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let mut config = Self::read(path)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Parses a file without validating it, for callers that adjust it first (then call
+    /// [`Config::validate`]).
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(toml::from_str(&text)?)
+    }
+
+    /// The configuration used when none is given: the built-in demo backend (this same
+    /// executable, `demo-backend` subcommand) behind `/mcp`.
+    pub fn embedded_default(self_exe: &Path) -> Self {
+        let mut backends = BTreeMap::new();
+        backends.insert(
+            "demo".to_string(),
+            BackendConfig {
+                transport: TransportKind::Stdio,
+                command: Some(self_exe.to_string_lossy().into_owned()),
+                args: vec!["demo-backend".into()],
+                env: BTreeMap::new(),
+                cwd: None,
+                url: None,
+                headers: BTreeMap::new(),
+                pool: PoolConfig::default(),
+                unsolicited: UnsolicitedPolicy::default(),
+                static_roots: Vec::new(),
+                request_timeout: defaults::request_timeout(),
+                init_timeout: defaults::init_timeout(),
+                roots_settle: defaults::roots_settle(),
+            },
+        );
+        Self {
+            server: ServerConfig::default(),
+            routes: vec![RouteConfig {
+                path: "/mcp".into(),
+                backend: "demo".into(),
+                ttl_ms: 0,
+                cache_scope: defaults::cache_scope(),
+                auth: crate::auth::AuthConfig::None,
+                resource: None,
+                authorization_servers: Vec::new(),
+            }],
+            backends,
+            mrtr: MrtrConfig::default(),
+        }
+    }
+
+    /// Expands `${NAME}` references, then checks the rules of each section in turn; the first
+    /// broken rule is the error.
+    pub fn validate(&mut self) -> Result<(), ConfigError> {
+        self.expand_env_vars()?;
+        check::check_server(&self.server)?;
+        check::check_routes(self)?;
+        check::check_auth(&self.routes)?;
+        check::check_backends(&self.backends)?;
+        check::check_mrtr(&self.mrtr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STDIO: &str = r#"
+        [[route]]
+        path = "/mcp"
+        backend = "b"
+        [backend.b]
+        transport = "stdio"
+        command = "server"
+    "#;
+
+    #[test]
+    fn minimal_stdio_config_gets_defaults() {
+        let config = Config::from_toml_str(STDIO).unwrap();
+        assert_eq!(config.server.listen, defaults::listen());
+        assert_eq!(config.backends["b"].pool.max_sessions, 32);
+        assert_eq!(config.routes[0].cache_scope, CacheScope::Private);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let err = Config::from_toml_str(&STDIO.replace("command = \"server\"", "")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "backend.b.command: required when transport = \"stdio\""
+        );
+        let err = Config::from_toml_str(&STDIO.replace("backend = \"b\"", "backend = \"x\""))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "route[0].backend: no [backend.x] is defined"
+        );
+        let err = Config::from_toml_str(&format!("{STDIO}\nbogus = 1")).unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+        let err = Config::from_toml_str(&format!("{STDIO}\nroots_settle = \"1s\"")).unwrap_err();
+        assert_eq!(err.to_string(), "backend.b.roots_settle: must be below 1s");
+        let err = Config::from_toml_str(&format!("{STDIO}\n[mrtr]\nmax_held_per_principal = 0"))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "mrtr.max_held_per_principal: must be at least 1"
+        );
+    }
+
+    #[test]
+    fn roots_and_refused_retry_defaults() {
+        let config = Config::from_toml_str(STDIO).unwrap();
+        assert_eq!(config.backends["b"].roots_settle, Duration::from_millis(20));
+        assert_eq!(config.mrtr.refused_retry_grace, Duration::from_secs(5));
+        let tuned = Config::from_toml_str(&format!(
+            "{STDIO}\nroots_settle = \"0ms\"\n[mrtr]\nrefused_retry_grace = \"0s\""
+        ))
+        .unwrap();
+        assert!(tuned.backends["b"].roots_settle.is_zero());
+        assert!(tuned.mrtr.refused_retry_grace.is_zero());
+    }
+
+    #[test]
+    fn header_secrets_come_from_the_environment() {
+        let text = r#"
+            [[route]]
+            path = "/mcp"
+            backend = "h"
+            [backend.h]
+            transport = "http"
+            url = "http://127.0.0.1:9/mcp"
+            headers = { Authorization = "Bearer ${MRTR_TEST_UNSET_SECRET}" }
+        "#;
+        let err = Config::from_toml_str(text).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "backend.h.headers.Authorization: environment variable MRTR_TEST_UNSET_SECRET is not set"
+        );
+        let path_var = std::env::var("PATH").unwrap();
+        let config =
+            Config::from_toml_str(&text.replace("MRTR_TEST_UNSET_SECRET", "PATH")).unwrap();
+        assert_eq!(
+            config.backends["h"].headers["Authorization"],
+            format!("Bearer {path_var}")
+        );
+    }
+}

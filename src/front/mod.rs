@@ -45,7 +45,7 @@ use crate::error::GatewayError;
 use crate::error::StateRejection;
 use crate::jsonrpc;
 use crate::metrics::{method_label, Metrics};
-use crate::mrtr::call::{CallDriver, RequestScope};
+use crate::mrtr::call::{CallDriver, LeasedCall, RequestScope};
 use crate::mrtr::state::{params_digest, KeyRing};
 use crate::mrtr::{Bridge, CallBinding, Event, Outcome, Redeemed, Started};
 
@@ -722,8 +722,7 @@ impl Gateway {
                 other => GatewayError::BackendUnavailable(other.to_string()),
             })?;
         let driver = CallDriver::new(
-            call,
-            lease,
+            LeasedCall::new(call, lease),
             interruptible,
             backend_progress_token,
             scope,

@@ -12,15 +12,25 @@
 //!
 //! Dropping a [`CallDriver`] whose call is unfinished cancels the backend request
 //! (`notifications/cancelled`); the session then returns to the pool.
+//!
+//! The driver reaches the backend only through [`BackendCall`]: in production a [`LeasedCall`]
+//! (the call and the lease of its session), in the unit tests a scripted double, so the rules
+//! above are tested on tokio's paused clock. The driver is generic over it, not boxed: the
+//! forwarding path pays no dynamic dispatch.
 
 use std::collections::{HashSet, VecDeque};
-use std::time::{Duration, Instant};
+use std::future::Future;
+use std::time::Duration;
 
 use serde_json::{json, Map, Value};
+// Tokio's clock, so the timers and the deadlines they are compared with follow a paused clock
+// in tests; outside tests it is the monotonic clock itself.
+use tokio::time::Instant;
 
 use super::inputs::{assign_key, gate, validate_answer, Gate, InputKind, PendingInput};
 use crate::backend::pool::Lease;
 use crate::backend::session::{answer_locally, ActiveCall, CallEvent};
+use crate::backend::BackendError;
 use crate::error::GatewayError;
 use crate::protocol::log_level_rank;
 use crate::jsonrpc::{self, JsonRpcError};
@@ -65,10 +75,125 @@ pub struct RequestScope {
     pub preanswers: Map<String, Value>,
 }
 
-pub struct CallDriver {
-    // Declared before `lease`: an unfinished call is cancelled before its session is returned.
+/// What the driver needs from one backend call and the session it runs on.
+pub trait BackendCall: Send {
+    /// The call waits for its prelude's questions to be answered.
+    fn is_unsent(&self) -> bool;
+    /// Sends the call a prelude held back (nothing happens if it was sent).
+    fn send(&mut self) -> Result<(), BackendError>;
+    /// The next event for the call; a closed session yields `CallEvent::Failed`. Must be
+    /// cancel-safe: the driver races it against its timers.
+    fn next_event(&mut self) -> impl Future<Output = CallEvent> + Send;
+    /// An event that already arrived, without waiting.
+    fn try_next_event(&mut self) -> Option<CallEvent>;
+    /// No event is buffered and none can come.
+    fn events_closed(&self) -> bool;
+    /// Answers a server request of this call.
+    fn respond(
+        &self,
+        server_request_id: Value,
+        outcome: Result<Value, JsonRpcError>,
+    ) -> Result<(), BackendError>;
+    /// Hands a server request back to the session's unsolicited policy.
+    fn release(&self, id: Value, method: String, params: Option<Value>);
+    fn session_alive(&self) -> bool;
+    /// A client's roots reached the backend on this session.
+    fn note_client_roots(&self);
+    /// Returns once roots given before apply to what is sent next.
+    fn roots_barrier(&self) -> impl Future<Output = ()> + Send;
+    /// Sets the backend's log level, when it logs and the level differs from the session's.
+    fn apply_log_level(
+        &self,
+        level: Option<&str>,
+        timeout: Duration,
+    ) -> impl Future<Output = Result<(), BackendError>> + Send;
+}
+
+/// A call on a leased session: the production [`BackendCall`].
+pub struct LeasedCall {
+    // Declared before `lease`, so dropped first: an unfinished call is cancelled before its
+    // session is returned to the pool (a session lent again must not carry the old call).
     call: ActiveCall,
     lease: Lease,
+}
+
+impl LeasedCall {
+    pub fn new(call: ActiveCall, lease: Lease) -> Self {
+        Self { call, lease }
+    }
+}
+
+impl BackendCall for LeasedCall {
+    #[inline]
+    fn is_unsent(&self) -> bool {
+        self.call.is_unsent()
+    }
+
+    #[inline]
+    fn send(&mut self) -> Result<(), BackendError> {
+        self.call.send()
+    }
+
+    #[inline]
+    async fn next_event(&mut self) -> CallEvent {
+        self.call.next_event().await
+    }
+
+    #[inline]
+    fn try_next_event(&mut self) -> Option<CallEvent> {
+        self.call.try_next_event()
+    }
+
+    #[inline]
+    fn events_closed(&self) -> bool {
+        self.call.events_closed()
+    }
+
+    #[inline]
+    fn respond(
+        &self,
+        server_request_id: Value,
+        outcome: Result<Value, JsonRpcError>,
+    ) -> Result<(), BackendError> {
+        self.call.respond(server_request_id, outcome)
+    }
+
+    #[inline]
+    fn release(&self, id: Value, method: String, params: Option<Value>) {
+        self.call.release(id, method, params);
+    }
+
+    fn session_alive(&self) -> bool {
+        self.lease.session().is_some_and(|s| s.is_alive())
+    }
+
+    fn note_client_roots(&self) {
+        if let Some(session) = self.lease.session() {
+            session.note_client_roots();
+        }
+    }
+
+    async fn roots_barrier(&self) {
+        if let Some(session) = self.lease.session() {
+            session.roots_barrier().await;
+        }
+    }
+
+    async fn apply_log_level(
+        &self,
+        level: Option<&str>,
+        timeout: Duration,
+    ) -> Result<(), BackendError> {
+        match self.lease.session() {
+            Some(session) => session.apply_log_level(level, timeout).await,
+            None => Ok(()),
+        }
+    }
+}
+
+pub struct CallDriver<C: BackendCall = LeasedCall> {
+    /// `Drop` answers the outstanding inputs through it; dropping it then ends the call.
+    call: C,
     interruptible: bool,
     backend_progress_token: Option<String>,
     scope: RequestScope,
@@ -111,11 +236,9 @@ fn merge(into: &mut Value, from: Value) {
     }
 }
 
-impl CallDriver {
-    #[allow(clippy::too_many_arguments)]
+impl<C: BackendCall> CallDriver<C> {
     pub fn new(
-        call: ActiveCall,
-        lease: Lease,
+        call: C,
         interruptible: bool,
         backend_progress_token: Option<String>,
         scope: RequestScope,
@@ -125,7 +248,6 @@ impl CallDriver {
         let log_rank = scope.log_level.as_deref().and_then(log_level_rank);
         Self {
             call,
-            lease,
             interruptible,
             backend_progress_token,
             scope,
@@ -156,7 +278,7 @@ impl CallDriver {
     }
 
     pub fn session_alive(&self) -> bool {
-        self.lease.session().is_some_and(|s| s.is_alive())
+        self.call.session_alive()
     }
 
     /// Marks the current round as handed to the client.
@@ -222,9 +344,7 @@ impl CallDriver {
             return;
         }
         if input.kind == InputKind::Roots {
-            if let Some(session) = self.lease.session() {
-                session.note_client_roots();
-            }
+            self.call.note_client_roots();
             if self.call.is_unsent() {
                 self.prelude_gave_roots = true;
                 self.roots_to_settle = true;
@@ -261,9 +381,7 @@ impl CallDriver {
             ))));
         }
         if std::mem::take(&mut self.roots_to_settle) {
-            if let Some(session) = self.lease.session() {
-                session.roots_barrier().await;
-            }
+            self.call.roots_barrier().await;
             // What the backend asked meanwhile comes before the call too.
             if let Some(step) = self.take_queued_events() {
                 return Some(step);
@@ -303,10 +421,7 @@ impl CallDriver {
 
     /// Sets the backend's log level to what the current request asked for.
     pub async fn apply_log_level(&self) -> Result<(), GatewayError> {
-        let Some(session) = self.lease.session() else {
-            return Ok(());
-        };
-        session
+        self.call
             .apply_log_level(self.scope.log_level.as_deref(), self.timeout)
             .await
             .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))
@@ -466,7 +581,7 @@ impl CallDriver {
             }
             let event = tokio::select! {
                 event = self.call.next_event() => event,
-                _ = tokio::time::sleep_until(wake.into()) => {
+                _ = tokio::time::sleep_until(wake) => {
                     let now = Instant::now();
                     if self.settle_deadline.is_some_and(|d| d <= now) && !self.outstanding.is_empty() {
                         return Step::End(Ending::InputRequired);
@@ -563,10 +678,13 @@ impl CallDriver {
     }
 }
 
-impl Drop for CallDriver {
+impl<C: BackendCall> Drop for CallDriver<C> {
     /// Questions of a call that ends unseen (client gone, call failed) are answered, so the
     /// backend never waits on them.
     fn drop(&mut self) {
         self.abandon("the call ended");
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use super::call::{CallDriver, RequestScope};
+use super::call::{CallDriver, LeasedCall, RequestScope};
 use super::state::params_digest;
 use super::{Bridge, CallBinding, Event, Outcome, Redeemed, Started};
 use crate::backend::pool::{Pool, PoolKey, Purpose};
@@ -142,8 +142,7 @@ impl Bridge {
             .await?;
         let call = session.start_call(method.as_str(), Some(backend_params), interruptible)?;
         let driver = CallDriver::new(
-            call,
-            lease,
+            LeasedCall::new(call, lease),
             interruptible,
             backend_progress_token,
             scope,

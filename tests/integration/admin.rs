@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use rmcp::model::ClientCapabilities;
 use serde_json::{json, Value};
 
-use crate::support::gateway::{Backend, Harness, Options};
+use crate::support::gateway::{Backend, Harness};
 use crate::support::modern_client::{modern_request, post_raw};
+use crate::support::rpc::elicitation_caps;
 
 async fn get(url: &str) -> (u16, String) {
     let response = reqwest::get(url).await.expect("admin endpoint answers");
@@ -18,13 +18,9 @@ async fn get(url: &str) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_readiness_metrics_and_status() {
-    let h = Harness::start_with(
-        Backend::Stdio,
-        Options {
-            server: "admin_listen = \"127.0.0.1:0\"".into(),
-            ..Options::default()
-        },
-    )
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        c.server.admin_listen = Some(([127, 0, 0, 1], 0).into());
+    })
     .await;
     let admin = format!(
         "http://{}",
@@ -45,8 +41,12 @@ async fn health_readiness_metrics_and_status() {
     }
     assert_eq!(ready, 200, "ready once the backend initialized a session");
 
-    let caps: ClientCapabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
-    let first = modern_request(1, "tools/call", json!({"name": "ask_name"}), &caps);
+    let first = modern_request(
+        1,
+        "tools/call",
+        json!({"name": "ask_name"}),
+        &elicitation_caps(),
+    );
     let round = post_raw(&h.url, &first).await;
     assert_eq!(round.result_type(), Some("input_required"));
     let (_, metrics) = get(&format!("{admin}/metrics")).await;

@@ -3,52 +3,46 @@
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
-use rmcp::model::ClientCapabilities;
+use mrtr_gateway::auth::{AuthConfig, BearerToken, JwtConfig};
+use mrtr_gateway::config::Config;
 use serde_json::{json, Value};
 
-use crate::support::gateway::{Backend, Harness, Options};
-use crate::support::modern_client::{
-    answer_only_input, modern_request, post_raw_with_headers, standard_headers, RawExchange,
-};
+use crate::support::gateway::{Backend, Harness, TestConfig};
+use crate::support::modern_client::{answer_only_input, modern_request};
+use crate::support::rpc::{elicitation_caps, post_with_bearer};
 
-fn caps() -> ClientCapabilities {
-    serde_json::from_value(json!({"elicitation": {}})).unwrap()
-}
-
-fn bearer_route() -> Options {
-    Options {
-        route: format!(
-            "auth = {{ mode = \"bearer\", tokens = [{{ principal = \"alice\", sha256 = {:?} }}, {{ principal = \"bob\", token = \"bob-secret\" }}] }}\nauthorization_servers = [\"https://auth.example\"]",
-            mrtr_gateway::auth::token_digest("alice-secret")
-        ),
-        ..Options::default()
-    }
-}
-
-async fn post_as(url: &str, token: Option<&str>, body: &Value) -> RawExchange {
-    let mut headers: HeaderMap = standard_headers(body);
-    if let Some(token) = token {
-        headers.insert(
-            AUTHORIZATION,
-            HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
-        );
-    }
-    post_raw_with_headers(url, body, headers).await
+/// Bearer tokens on `/mcp`: alice's by digest, bob's in the clear; one authorization server.
+fn bearer_route(config: &mut Config) {
+    let route = config.mcp_route();
+    route.auth = AuthConfig::Bearer {
+        tokens: vec![
+            BearerToken {
+                principal: "alice".into(),
+                sha256: Some(mrtr_gateway::auth::token_digest("alice-secret")),
+                token: None,
+            },
+            BearerToken {
+                principal: "bob".into(),
+                sha256: None,
+                token: Some("bob-secret".into()),
+            },
+        ],
+    };
+    route.authorization_servers = vec!["https://auth.example".into()];
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_without_a_valid_token_get_401_with_a_challenge() {
-    let h = Harness::start_with(Backend::Stdio, bearer_route()).await;
-    let body = modern_request(1, "tools/list", json!({}), &caps());
+    let h = Harness::start_with(Backend::Stdio, bearer_route).await;
+    let body = modern_request(1, "tools/list", json!({}), &elicitation_caps());
     for token in [None, Some("wrong")] {
-        let exchange = post_as(&h.url, token, &body).await;
+        let exchange = post_with_bearer(&h.url, token, &body).await;
         assert_eq!(exchange.status, 401, "{}", exchange.body);
         let challenge = exchange.headers["www-authenticate"]
             .to_str()
             .unwrap()
             .to_string();
-        let port = h.url.split(':').nth(2).unwrap().split('/').next().unwrap();
+        let port = h.port();
         assert!(
             challenge.starts_with(&format!(
                 "Bearer resource_metadata=\"http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp\""
@@ -77,16 +71,21 @@ async fn requests_without_a_valid_token_get_401_with_a_challenge() {
         json!(["https://auth.example"])
     );
 
-    let ok = post_as(&h.url, Some("alice-secret"), &body).await;
+    let ok = post_with_bearer(&h.url, Some("alice-secret"), &body).await;
     assert_eq!(ok.status, 200, "{}", ok.body);
     h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_principal_binds_sessions_and_request_state() {
-    let h = Harness::start_with(Backend::Stdio, bearer_route()).await;
-    let first = modern_request(1, "tools/call", json!({"name": "ask_name"}), &caps());
-    let round = post_as(&h.url, Some("alice-secret"), &first).await;
+    let h = Harness::start_with(Backend::Stdio, bearer_route).await;
+    let first = modern_request(
+        1,
+        "tools/call",
+        json!({"name": "ask_name"}),
+        &elicitation_caps(),
+    );
+    let round = post_with_bearer(&h.url, Some("alice-secret"), &first).await;
     let result = round.result().expect("a round").clone();
     assert_eq!(result["resultType"], "input_required");
     let retry = answer_only_input(
@@ -96,30 +95,29 @@ async fn the_principal_binds_sessions_and_request_state() {
         json!({"action": "accept", "content": {"name": "Bob"}}),
     );
 
-    let stolen = post_as(&h.url, Some("bob-secret"), &retry).await;
+    let stolen = post_with_bearer(&h.url, Some("bob-secret"), &retry).await;
     assert_eq!(stolen.status, 400, "{}", stolen.body);
     assert_eq!(
         stolen.error().unwrap()["data"]["reason"],
         "principal_mismatch"
     );
 
-    let done = post_as(&h.url, Some("alice-secret"), &retry).await;
+    let done = post_with_bearer(&h.url, Some("alice-secret"), &retry).await;
     assert_eq!(done.result().unwrap()["content"][0]["text"], "Hello, Bob!");
 
     // Bob's call gets a session of its own.
-    let bobs = post_as(
+    let bobs = post_with_bearer(
         &h.url,
         Some("bob-secret"),
-        &modern_request(3, "tools/list", json!({}), &caps()),
+        &modern_request(3, "tools/list", json!({}), &elicitation_caps()),
     )
     .await;
     assert_eq!(bobs.status, 200);
-    let sessions = h
-        .backend_methods()
-        .iter()
-        .filter(|m| *m == "initialize")
-        .count();
-    assert_eq!(sessions, 2, "one backend session per principal");
+    assert_eq!(
+        h.backend_method_count("initialize"),
+        2,
+        "one backend session per principal"
+    );
     h.stop().await;
 }
 
@@ -186,15 +184,18 @@ async fn jwt_tokens_are_checked_against_a_fetched_jwks() {
             });
         }
     });
-    let h = Harness::start_with(
-        Backend::Stdio,
-        Options {
-            route: format!(
-                "auth = {{ mode = \"jwt\", issuer = \"https://issuer.example\", audience = \"https://gw.example/mcp\", jwks_url = {jwks_url:?}, jwks_refresh = \"200ms\" }}"
-            ),
-            ..Options::default()
-        },
-    )
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        c.mcp_route().auth = AuthConfig::Jwt(JwtConfig {
+            issuer: "https://issuer.example".into(),
+            audience: "https://gw.example/mcp".into(),
+            jwks_file: None,
+            jwks_url: Some(jwks_url),
+            algorithms: Vec::new(),
+            // The default leeway.
+            leeway: Duration::from_secs(30),
+            jwks_refresh: Duration::from_millis(200),
+        });
+    })
     .await;
     let now = jsonwebtoken::get_current_timestamp();
     let token = |kid: &str, sub: &str| {
@@ -203,15 +204,15 @@ async fn jwt_tokens_are_checked_against_a_fetched_jwks() {
         let claims = json!({"iss": "https://issuer.example", "aud": "https://gw.example/mcp", "sub": sub, "exp": now + 300});
         jsonwebtoken::encode(&header, &claims, &signing).unwrap()
     };
-    let body = modern_request(1, "tools/list", json!({}), &caps());
+    let body = modern_request(1, "tools/list", json!({}), &elicitation_caps());
     assert_eq!(
-        post_as(&h.url, Some(&token("old", "alice")), &body)
+        post_with_bearer(&h.url, Some(&token("old", "alice")), &body)
             .await
             .status,
         200
     );
     assert_eq!(
-        post_as(&h.url, Some(&token("new", "alice")), &body)
+        post_with_bearer(&h.url, Some(&token("new", "alice")), &body)
             .await
             .status,
         401,
@@ -222,11 +223,16 @@ async fn jwt_tokens_are_checked_against_a_fetched_jwks() {
     // often than jwks_refresh, here 200 ms).
     kids.lock().unwrap().push("new".into());
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let exchange = post_as(&h.url, Some(&token("new", "bob")), &body).await;
+    let exchange = post_with_bearer(&h.url, Some(&token("new", "bob")), &body).await;
     assert_eq!(exchange.status, 200, "{}", exchange.body);
     let mut tampered = token("old", "alice");
     tampered.push('x');
-    assert_eq!(post_as(&h.url, Some(&tampered), &body).await.status, 401);
+    assert_eq!(
+        post_with_bearer(&h.url, Some(&tampered), &body)
+            .await
+            .status,
+        401
+    );
     h.stop().await;
     server.abort();
 }

@@ -1,12 +1,12 @@
 //! The binary as a user runs it: the embedded default (demo backend, no configuration) and
 //! `check-config`.
 
-use rmcp::model::ClientCapabilities;
 use serde_json::json;
 use tokio::process::Command;
 
 use crate::support::gateway::GatewayProcess;
 use crate::support::modern_client::{answer_only_input, modern_request, post_raw};
+use crate::support::rpc::{elicitation_caps, post_with_bearer};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
 
@@ -15,7 +15,7 @@ async fn the_default_serves_the_demo_backend_with_mrtr() {
     let gateway = GatewayProcess::start(&["--listen", "127.0.0.1:0"], &[]).await;
     let url = gateway.url.clone();
 
-    let caps: ClientCapabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
+    let caps = elicitation_caps();
     let discover = post_raw(
         &url,
         &modern_request(1, "server/discover", json!({}), &caps),
@@ -108,7 +108,6 @@ async fn listen_override_cannot_expose_an_unauthenticated_route() {
 /// content appears in its output.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn debug_logs_hold_no_secrets() {
-    use reqwest::header::{HeaderValue, AUTHORIZATION};
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gw.toml");
     let fixture = crate::support::gateway::fixture_path();
@@ -128,20 +127,13 @@ async fn debug_logs_hold_no_secrets() {
     .await;
     let url = gateway.url.clone();
 
-    let caps: ClientCapabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
-    let send = |body: serde_json::Value| {
-        let url = url.clone();
-        async move {
-            let mut headers = crate::support::modern_client::standard_headers(&body);
-            headers.insert(
-                AUTHORIZATION,
-                HeaderValue::from_static("Bearer tok-SECRET-4711"),
-            );
-            crate::support::modern_client::post_raw_with_headers(&url, &body, headers).await
-        }
-    };
-    let first = modern_request(1, "tools/call", json!({"name": "ask_name"}), &caps);
-    let round = send(first.clone()).await;
+    let first = modern_request(
+        1,
+        "tools/call",
+        json!({"name": "ask_name"}),
+        &elicitation_caps(),
+    );
+    let round = post_with_bearer(&url, Some("tok-SECRET-4711"), &first).await;
     let result = round.result().expect("a round").clone();
     let state = result["requestState"].as_str().unwrap().to_string();
     let retry = answer_only_input(
@@ -150,7 +142,7 @@ async fn debug_logs_hold_no_secrets() {
         &result,
         json!({"action": "accept", "content": {"name": "Zyxwvut-Private"}}),
     );
-    let done = send(retry).await;
+    let done = post_with_bearer(&url, Some("tok-SECRET-4711"), &retry).await;
     assert_eq!(
         done.result().unwrap()["content"][0]["text"],
         "Hello, Zyxwvut-Private!"

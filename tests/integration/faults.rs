@@ -3,49 +3,36 @@
 
 use std::time::{Duration, Instant};
 
-use rmcp::model::ClientCapabilities;
-use serde_json::{json, Value};
+use mrtr_gateway::config::Config;
+use serde_json::json;
 
-use crate::support::gateway::{Backend, Harness, HttpBackend, Options};
-use crate::support::modern_client::{answer_only_input, modern_request, post_raw, RawExchange};
+use crate::support::gateway::{Backend, Harness, HttpBackend, TestConfig};
+use crate::support::modern_client::{answer_only_input, modern_request, post_raw};
+use crate::support::rpc::{assert_rpc_error, elicitation_caps, no_caps, result_text, tool_call};
 
-fn caps() -> ClientCapabilities {
-    ClientCapabilities::default()
-}
-
-fn call(id: i64, name: &str, arguments: Value) -> Value {
-    modern_request(
-        id,
-        "tools/call",
-        json!({"name": name, "arguments": arguments}),
-        &caps(),
-    )
-}
-
-fn text_of(exchange: &RawExchange) -> String {
-    exchange.result().expect("a result")["content"][0]["text"]
-        .as_str()
-        .expect("text content")
-        .to_string()
-}
-
-fn one_session() -> Options {
-    Options {
-        pool: "max_sessions = 1\nqueue_wait = \"300ms\"".into(),
-        ..Options::default()
-    }
+/// One backend session, and a short wait for it.
+fn one_session_short_queue(config: &mut Config) {
+    let pool = &mut config.legacy().pool;
+    pool.max_sessions = 1;
+    pool.queue_wait = Duration::from_millis(300);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_stdio_backend_fails_the_call_quickly_and_the_next_call_works() {
-    let h = Harness::start_with(Backend::Stdio, one_session()).await;
-    let pid: i32 = text_of(&post_raw(&h.url, &call(1, "pid", json!({}))).await)
-        .parse()
-        .expect("pid");
+    let h = Harness::start_with(Backend::Stdio, one_session_short_queue).await;
+    let pid: i32 =
+        result_text(&post_raw(&h.url, &tool_call(1, "pid", json!({}), &no_caps())).await)
+            .parse()
+            .expect("pid");
 
     let url = h.url.clone();
-    let slow =
-        tokio::spawn(async move { post_raw(&url, &call(2, "sleep", json!({"ms": 30000}))).await });
+    let slow = tokio::spawn(async move {
+        post_raw(
+            &url,
+            &tool_call(2, "sleep", json!({"ms": 30000}), &no_caps()),
+        )
+        .await
+    });
     h.wait_for_backend("the sleep call", |m| m["params"]["name"] == "sleep")
         .await;
     // SAFETY: signalling a child process this test started through the gateway.
@@ -62,25 +49,20 @@ async fn killed_stdio_backend_fails_the_call_quickly_and_the_next_call_works() {
         "answered after {:?}",
         killed_at.elapsed()
     );
-    assert_eq!(exchange.status, 502, "{}", exchange.body);
-    assert_eq!(exchange.error_code(), Some(-32603));
+    assert_rpc_error(&exchange, 502, -32603);
     assert_eq!(exchange.response().unwrap()["id"], 2);
 
-    let next = post_raw(&h.url, &call(3, "pid", json!({}))).await;
-    let new_pid: i32 = text_of(&next).parse().expect("pid");
+    let next = post_raw(&h.url, &tool_call(3, "pid", json!({}), &no_caps())).await;
+    let new_pid: i32 = result_text(&next).parse().expect("pid");
     assert_ne!(new_pid, pid, "a fresh backend process serves the next call");
     h.stop().await;
 }
 
 #[tokio::test]
 async fn unreachable_http_backend_is_a_clear_error() {
-    let h = Harness::start_url(
-        "http://127.0.0.1:1/mcp",
-        Options {
-            backend: "init_timeout = \"3s\"".into(),
-            ..Options::default()
-        },
-    )
+    let h = Harness::start_url("http://127.0.0.1:1/mcp", |c| {
+        c.legacy().init_timeout = Duration::from_secs(3)
+    })
     .await;
     for id in 1..=2 {
         let started = Instant::now();
@@ -88,13 +70,12 @@ async fn unreachable_http_backend_is_a_clear_error() {
             Duration::from_secs(10),
             post_raw(
                 &h.url,
-                &modern_request(id, "tools/list", json!({}), &caps()),
+                &modern_request(id, "tools/list", json!({}), &no_caps()),
             ),
         )
         .await
         .expect("no hang");
-        assert_eq!(exchange.status, 502, "{}", exchange.body);
-        assert_eq!(exchange.error_code(), Some(-32603));
+        assert_rpc_error(&exchange, 502, -32603);
         assert!(started.elapsed() < Duration::from_secs(5));
     }
     h.stop().await;
@@ -111,7 +92,11 @@ async fn backend_that_cannot_start_is_a_clear_error() {
     let config = mrtr_gateway::config::Config::from_toml_str(&toml).unwrap();
     let gateway = mrtr_gateway::start(&config).await.unwrap();
     let url = format!("http://{}/mcp", gateway.local_addr());
-    let exchange = post_raw(&url, &modern_request(1, "tools/list", json!({}), &caps())).await;
+    let exchange = post_raw(
+        &url,
+        &modern_request(1, "tools/list", json!({}), &no_caps()),
+    )
+    .await;
     assert_eq!(exchange.status, 502);
     assert!(exchange.error().unwrap()["message"]
         .as_str()
@@ -122,23 +107,35 @@ async fn backend_that_cannot_start_is_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_pool_answers_503_after_queue_wait() {
-    let h = Harness::start_with(Backend::Stdio, one_session()).await;
+    let h = Harness::start_with(Backend::Stdio, one_session_short_queue).await;
     let url = h.url.clone();
-    let slow =
-        tokio::spawn(async move { post_raw(&url, &call(1, "sleep", json!({"ms": 1500}))).await });
+    let slow = tokio::spawn(async move {
+        post_raw(
+            &url,
+            &tool_call(1, "sleep", json!({"ms": 1500}), &no_caps()),
+        )
+        .await
+    });
     h.wait_for_backend("the sleep call", |m| m["params"]["name"] == "sleep")
         .await;
     let started = Instant::now();
-    let refused = post_raw(&h.url, &call(2, "echo", json!({"text": "x"}))).await;
-    assert_eq!(refused.status, 503, "{}", refused.body);
-    assert_eq!(refused.error_code(), Some(-32603));
+    let refused = post_raw(
+        &h.url,
+        &tool_call(2, "echo", json!({"text": "x"}), &no_caps()),
+    )
+    .await;
+    assert_rpc_error(&refused, 503, -32603);
     assert!(started.elapsed() < Duration::from_secs(2));
 
     let first = slow.await.unwrap();
     assert_eq!(first.result_type(), Some("complete"));
     // The session went back to the pool: the next call is served.
-    let served = post_raw(&h.url, &call(3, "echo", json!({"text": "y"}))).await;
-    assert_eq!(text_of(&served), "y");
+    let served = post_raw(
+        &h.url,
+        &tool_call(3, "echo", json!({"text": "y"}), &no_caps()),
+    )
+    .await;
+    assert_eq!(result_text(&served), "y");
     h.stop().await;
 }
 
@@ -153,9 +150,13 @@ async fn lost_http_session_gives_a_clear_error_then_a_new_session() {
         .port();
     let addr = format!("127.0.0.1:{port}");
     let backend = HttpBackend::start(&addr, false, &log).await;
-    let h = Harness::start_url(&backend.url, Options::default()).await;
-    let first = post_raw(&h.url, &call(1, "echo", json!({"text": "one"}))).await;
-    assert_eq!(text_of(&first), "one");
+    let h = Harness::start_url(&backend.url, |_| {}).await;
+    let first = post_raw(
+        &h.url,
+        &tool_call(1, "echo", json!({"text": "one"}), &no_caps()),
+    )
+    .await;
+    assert_eq!(result_text(&first), "one");
 
     // A restarted backend knows nothing of the gateway's session.
     backend.stop().await;
@@ -164,19 +165,19 @@ async fn lost_http_session_gives_a_clear_error_then_a_new_session() {
     for id in 2..=4 {
         let exchange = tokio::time::timeout(
             Duration::from_secs(10),
-            post_raw(&h.url, &call(id, "echo", json!({"text": "two"}))),
+            post_raw(
+                &h.url,
+                &tool_call(id, "echo", json!({"text": "two"}), &no_caps()),
+            ),
         )
         .await
         .expect("no hang");
         outcomes.push((exchange.status, exchange.error_code()));
         if exchange.status == 200 {
-            assert_eq!(text_of(&exchange), "two");
+            assert_eq!(result_text(&exchange), "two");
             break;
         }
-        assert_eq!(
-            (exchange.status, exchange.error_code()),
-            (502, Some(-32603))
-        );
+        assert_rpc_error(&exchange, 502, -32603);
     }
     assert!(
         outcomes.len() <= 2 && outcomes.last() == Some(&(200, None)),
@@ -190,17 +191,16 @@ async fn lost_http_session_gives_a_clear_error_then_a_new_session() {
 /// stops as soon as nothing is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_serves_retries_of_held_calls_then_stops() {
-    let mut h = Harness::start_with(
-        Backend::Stdio,
-        Options {
-            server: "drain_timeout = \"10s\"".into(),
-            ..Options::default()
-        },
-    )
+    let mut h = Harness::start_with(Backend::Stdio, |c| {
+        c.server.drain_timeout = Duration::from_secs(10);
+    })
     .await;
-    let elicit_caps: ClientCapabilities =
-        serde_json::from_value(json!({"elicitation": {}})).unwrap();
-    let first = modern_request(1, "tools/call", json!({"name": "ask_name"}), &elicit_caps);
+    let first = modern_request(
+        1,
+        "tools/call",
+        json!({"name": "ask_name"}),
+        &elicitation_caps(),
+    );
     let round = post_raw(&h.url, &first).await;
     let result = round.result().unwrap().clone();
     assert_eq!(result["resultType"], "input_required");
@@ -210,7 +210,11 @@ async fn shutdown_serves_retries_of_held_calls_then_stops() {
     let stopping = tokio::spawn(gateway.shutdown());
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    let refused = post_raw(&h.url, &call(2, "echo", json!({"text": "late"}))).await;
+    let refused = post_raw(
+        &h.url,
+        &tool_call(2, "echo", json!({"text": "late"}), &no_caps()),
+    )
+    .await;
     assert_eq!(refused.status, 503, "{}", refused.body);
 
     let retry = answer_only_input(
@@ -220,7 +224,7 @@ async fn shutdown_serves_retries_of_held_calls_then_stops() {
         json!({"action": "accept", "content": {"name": "Last"}}),
     );
     let done = post_raw(&h.url, &retry).await;
-    assert_eq!(text_of(&done), "Hello, Last!");
+    assert_eq!(result_text(&done), "Hello, Last!");
 
     tokio::time::timeout(Duration::from_secs(5), stopping)
         .await
@@ -233,17 +237,16 @@ async fn shutdown_serves_retries_of_held_calls_then_stops() {
 /// A held call never retried is abandoned at the drain timeout: its backend sees cancellation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_abandons_held_calls_after_the_drain_timeout() {
-    let mut h = Harness::start_with(
-        Backend::Stdio,
-        Options {
-            server: "drain_timeout = \"300ms\"".into(),
-            ..Options::default()
-        },
-    )
+    let mut h = Harness::start_with(Backend::Stdio, |c| {
+        c.server.drain_timeout = Duration::from_millis(300);
+    })
     .await;
-    let elicit_caps: ClientCapabilities =
-        serde_json::from_value(json!({"elicitation": {}})).unwrap();
-    let first = modern_request(1, "tools/call", json!({"name": "ask_name"}), &elicit_caps);
+    let first = modern_request(
+        1,
+        "tools/call",
+        json!({"name": "ask_name"}),
+        &elicitation_caps(),
+    );
     assert_eq!(
         post_raw(&h.url, &first).await.result_type(),
         Some("input_required")
@@ -263,21 +266,11 @@ async fn shutdown_abandons_held_calls_after_the_drain_timeout() {
 #[tokio::test]
 async fn a_body_that_never_arrives_gets_408() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let h = Harness::start_with(
-        Backend::Stdio,
-        Options {
-            server: "body_read_timeout = \"300ms\"".into(),
-            ..Options::default()
-        },
-    )
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        c.server.body_read_timeout = Duration::from_millis(300);
+    })
     .await;
-    let addr = h
-        .url
-        .trim_start_matches("http://")
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let addr = h.addr().to_string();
     let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
     let head = format!(
         "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{"
@@ -305,8 +298,9 @@ mod misbehaving_http_backend {
     use hyper_util::rt::{TokioExecutor, TokioIo};
     use serde_json::{json, Value};
 
-    use super::{call, Harness, Options};
+    use crate::support::gateway::{Harness, TestConfig};
     use crate::support::modern_client::post_raw;
+    use crate::support::rpc::{assert_rpc_error, no_caps, tool_call};
 
     fn reply(
         status: u16,
@@ -376,13 +370,9 @@ mod misbehaving_http_backend {
                 });
             }
         });
-        let h = Harness::start_url(
-            &url,
-            Options {
-                backend: "request_timeout = \"1s\"".into(),
-                ..Options::default()
-            },
-        )
+        let h = Harness::start_url(&url, |c| {
+            c.legacy().request_timeout = Duration::from_secs(1)
+        })
         .await;
         for (id, tool, status) in [
             (1, "garbage", 502),
@@ -393,17 +383,11 @@ mod misbehaving_http_backend {
             let started = Instant::now();
             let exchange = tokio::time::timeout(
                 Duration::from_secs(10),
-                post_raw(&h.url, &call(id, tool, json!({}))),
+                post_raw(&h.url, &tool_call(id, tool, json!({}), &no_caps())),
             )
             .await
             .expect("no hang");
-            assert_eq!(exchange.status, status, "{tool}: {}", exchange.body);
-            assert_eq!(
-                exchange.error_code(),
-                Some(-32603),
-                "{tool}: {}",
-                exchange.body
-            );
+            assert_rpc_error(&exchange, status, -32603);
             assert!(
                 started.elapsed() < Duration::from_secs(5),
                 "{tool} took {:?}",
@@ -411,7 +395,7 @@ mod misbehaving_http_backend {
             );
         }
         // The backend still works for well-formed calls.
-        let fine = post_raw(&h.url, &call(5, "fine", json!({}))).await;
+        let fine = post_raw(&h.url, &tool_call(5, "fine", json!({}), &no_caps())).await;
         assert_eq!(fine.result_type(), Some("complete"), "{}", fine.body);
         h.stop().await;
         server.abort();

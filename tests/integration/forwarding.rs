@@ -8,15 +8,17 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, GetPromptRequestParams, PaginatedRequestParams,
+    CallToolRequestParams, GetPromptRequestParams, PaginatedRequestParams,
     ReadResourceRequestParams, ResourceContents, ResultType,
 };
 use serde_json::{json, Value};
 
 use crate::support::gateway::{Backend, Harness};
 use crate::support::modern_client::{
-    connect_modern, jsonrpc_error, modern_request, post_raw, ModernClient, TestClientHandler,
+    connect_in_time, connect_modern, jsonrpc_error, modern_request, post_raw, ModernClient,
+    TestClientHandler,
 };
+use crate::support::rpc::{no_caps, result_text, tool_call};
 
 over_both_transports!(
     discover_and_lists,
@@ -29,18 +31,9 @@ over_both_transports!(
     closing_the_response_cancels_the_backend_call,
 );
 
+/// A client that declares no capabilities, connected through the gateway.
 async fn client(h: &Harness) -> ModernClient {
-    tokio::time::timeout(
-        Duration::from_secs(20),
-        connect_modern(&h.url, TestClientHandler::builder().build()),
-    )
-    .await
-    .expect("connect in time")
-    .expect("pinned 2026-07-28 client connects through the gateway")
-}
-
-fn caps() -> ClientCapabilities {
-    ClientCapabilities::default()
+    connect_in_time(&h.url, TestClientHandler::builder().build()).await
 }
 
 fn obj(value: Value) -> serde_json::Map<String, Value> {
@@ -51,7 +44,7 @@ async fn discover_and_lists(kind: Backend) {
     let h = Harness::start(kind).await;
     let discover = post_raw(
         &h.url,
-        &modern_request(1, "server/discover", json!({}), &caps()),
+        &modern_request(1, "server/discover", json!({}), &no_caps()),
     )
     .await;
     assert_eq!(discover.status, 200, "{}", discover.body);
@@ -101,7 +94,11 @@ async fn discover_and_lists(kind: Backend) {
         "task-only tools are hidden"
     );
 
-    let raw = post_raw(&h.url, &modern_request(2, "tools/list", json!({}), &caps())).await;
+    let raw = post_raw(
+        &h.url,
+        &modern_request(2, "tools/list", json!({}), &no_caps()),
+    )
+    .await;
     let listed = raw.result().unwrap();
     assert_eq!(listed["resultType"], "complete");
     assert_eq!(listed["cacheScope"], "private");
@@ -197,7 +194,7 @@ async fn resources_and_templates(kind: Backend) {
             5,
             "resources/read",
             json!({"uri": "demo://missing"}),
-            &caps(),
+            &no_caps(),
         ),
     )
     .await;
@@ -207,7 +204,12 @@ async fn resources_and_templates(kind: Backend) {
 
     let read = post_raw(
         &h.url,
-        &modern_request(6, "resources/read", json!({"uri": "demo://text"}), &caps()),
+        &modern_request(
+            6,
+            "resources/read",
+            json!({"uri": "demo://text"}),
+            &no_caps(),
+        ),
     )
     .await;
     let result = read.result().unwrap();
@@ -262,7 +264,7 @@ async fn progress_is_relayed_under_the_clients_token(kind: Backend) {
             "arguments": {"from": 3, "delay_ms": 20},
             "_meta": {"progressToken": "client-token"}
         }),
-        &caps(),
+        &no_caps(),
     );
     let exchange = post_raw(&h.url, &body).await;
     assert_eq!(exchange.status, 200, "{}", exchange.body);
@@ -316,7 +318,7 @@ async fn logs_follow_the_requested_level(kind: Backend) {
             id,
             "tools/call",
             json!({"name": "log", "arguments": {"level": level, "message": "m"}, "_meta": meta}),
-            &caps(),
+            &no_caps(),
         )
     };
     let relayed = post_raw(&h.url, &log_call(1, "warning", Some("warning"))).await;
@@ -356,14 +358,10 @@ async fn meta_and_arguments_reach_the_backend(kind: Backend) {
                 "com.example/tag": {"kept": true}
             }
         }),
-        &caps(),
+        &no_caps(),
     );
     let exchange = post_raw(&h.url, &body).await;
-    let text = exchange.result().unwrap()["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let seen: Value = serde_json::from_str(&text).unwrap();
+    let seen: Value = serde_json::from_str(&result_text(&exchange)).unwrap();
     assert_eq!(seen["traceparent"], traceparent);
     assert_eq!(seen["tracestate"], "vendor=1");
     assert_eq!(seen["com.example/tag"], json!({"kept": true}));
@@ -393,12 +391,7 @@ async fn meta_and_arguments_reach_the_backend(kind: Backend) {
 
 async fn closing_the_response_cancels_the_backend_call(kind: Backend) {
     let h = Harness::start(kind).await;
-    let body = modern_request(
-        1,
-        "tools/call",
-        json!({"name": "sleep", "arguments": {"ms": 20000}}),
-        &caps(),
-    );
+    let body = tool_call(1, "sleep", json!({"ms": 20000}), &no_caps());
     let request = reqwest::Client::new()
         .post(&h.url)
         .headers(crate::support::modern_client::standard_headers(&body))
@@ -427,15 +420,10 @@ async fn closing_the_response_cancels_the_backend_call(kind: Backend) {
     // The session is usable again.
     let echo = post_raw(
         &h.url,
-        &modern_request(
-            2,
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "again"}}),
-            &caps(),
-        ),
+        &tool_call(2, "echo", json!({"text": "again"}), &no_caps()),
     )
     .await;
-    assert_eq!(echo.result().unwrap()["content"][0]["text"], "again");
+    assert_eq!(result_text(&echo), "again");
     h.stop().await;
 }
 
@@ -471,7 +459,7 @@ async fn backend_pings_are_answered_by_the_gateway() {
         let h = Harness::start(kind).await;
         let exchange = post_raw(
             &h.url,
-            &modern_request(1, "tools/call", json!({"name": "ping_client"}), &caps()),
+            &modern_request(1, "tools/call", json!({"name": "ping_client"}), &no_caps()),
         )
         .await;
         assert_eq!(

@@ -8,12 +8,17 @@ use std::time::Duration;
 
 use mrtr_gateway::mrtr::state::{principal_digest, KeyRing, StatePayload};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, Root};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use crate::support::gateway::{Backend, Harness, Options, TEST_STATE_KEY};
+use crate::support::gateway::{
+    one_session, static_roots, Backend, Harness, TestConfig, TEST_STATE_KEY,
+};
 use crate::support::modern_client::{
-    connect_modern, modern_request, post_raw, retry_of, ModernClient, RawExchange,
-    TestClientHandler,
+    connect_in_time, modern_request, post_raw, retry_of, TestClientHandler,
+};
+use crate::support::rpc::{
+    all_caps, assert_rpc_error, caps_from, elicitation_caps, input_required, key_of,
+    post_giving_up_after, result_text, tool_call, Round,
 };
 
 over_both_transports!(
@@ -29,59 +34,6 @@ over_both_transports!(
     undeclared_capabilities_are_never_surfaced,
 );
 
-pub(crate) fn caps(value: Value) -> ClientCapabilities {
-    serde_json::from_value(value).expect("capabilities")
-}
-
-fn all_caps() -> Value {
-    json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}})
-}
-
-pub(crate) fn tool_call(id: Value, name: &str, arguments: Value, capabilities: &Value) -> Value {
-    modern_request(
-        id,
-        "tools/call",
-        json!({"name": name, "arguments": arguments}),
-        &caps(capabilities.clone()),
-    )
-}
-
-pub(crate) struct Round {
-    pub(crate) state: String,
-    pub(crate) requests: Map<String, Value>,
-}
-
-#[track_caller]
-pub(crate) fn input_required(exchange: &RawExchange) -> Round {
-    assert_eq!(exchange.status, 200, "{}", exchange.body);
-    let result = exchange
-        .result()
-        .unwrap_or_else(|| panic!("a result: {}", exchange.body));
-    assert_eq!(result["resultType"], "input_required", "{}", exchange.body);
-    assert!(result.get("ttlMs").is_none() && result.get("cacheScope").is_none());
-    assert!(result["_meta"]["io.modelcontextprotocol/serverInfo"].is_object());
-    Round {
-        state: result["requestState"]
-            .as_str()
-            .expect("requestState")
-            .to_string(),
-        requests: result
-            .get("inputRequests")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default(),
-    }
-}
-
-pub(crate) fn key_of(round: &Round, method: &str) -> String {
-    round
-        .requests
-        .iter()
-        .find(|(_, r)| r["method"] == method)
-        .map(|(k, _)| k.clone())
-        .unwrap_or_else(|| panic!("no {method} in {:?}", round.requests))
-}
-
 /// Answers the backend received to its own requests.
 fn answers(h: &Harness) -> Vec<Value> {
     h.backend_messages()
@@ -90,20 +42,6 @@ fn answers(h: &Harness) -> Vec<Value> {
             m.get("method").is_none() && (m.get("result").is_some() || m.get("error").is_some())
         })
         .collect()
-}
-
-pub(crate) fn text(exchange: &RawExchange) -> String {
-    exchange.result().expect("result")["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-async fn rmcp_client(h: &Harness, handler: TestClientHandler) -> ModernClient {
-    tokio::time::timeout(Duration::from_secs(20), connect_modern(&h.url, handler))
-        .await
-        .expect("connect in time")
-        .expect("client connects")
 }
 
 async fn elicitation_sampling_and_roots_through_a_real_client(kind: Backend) {
@@ -116,7 +54,7 @@ async fn elicitation_sampling_and_roots_through_a_real_client(kind: Backend) {
         .sampling_text("Paris is the capital.")
         .roots_list(vec![Root::new("file:///srv/project")])
         .build();
-    let client = rmcp_client(&h, handler.clone()).await;
+    let client = connect_in_time(&h.url, handler.clone()).await;
     let call = |name: &'static str, args: Value| {
         let mut params = CallToolRequestParams::new(name);
         if let Value::Object(args) = args {
@@ -183,12 +121,7 @@ async fn parallel_requests_share_one_round(kind: Backend) {
 
 async fn three_sequential_rounds(kind: Backend) {
     let h = Harness::start(kind).await;
-    let first = tool_call(
-        json!("r0"),
-        "multi_round",
-        json!({}),
-        &json!({"elicitation": {}}),
-    );
+    let first = tool_call(json!("r0"), "multi_round", json!({}), &elicitation_caps());
     let mut exchange = post_raw(&h.url, &first).await;
     let replies = [
         json!({"name": "Lin"}),
@@ -235,12 +168,7 @@ async fn three_sequential_rounds(kind: Backend) {
 async fn decline_and_cancel_reach_the_backend_as_sent(kind: Backend) {
     let h = Harness::start(kind).await;
     for (id, action) in [(1, "decline"), (3, "cancel")] {
-        let first = tool_call(
-            json!(id),
-            "ask_name",
-            json!({}),
-            &json!({"elicitation": {}}),
-        );
+        let first = tool_call(json!(id), "ask_name", json!({}), &elicitation_caps());
         let round = input_required(&post_raw(&h.url, &first).await);
         let key = key_of(&round, "elicitation/create");
         let done = post_raw(
@@ -254,7 +182,7 @@ async fn decline_and_cancel_reach_the_backend_as_sent(kind: Backend) {
         )
         .await;
         assert_eq!(done.result_type(), Some("complete"), "{}", done.body);
-        assert!(text(&done).contains(action), "{}", done.body);
+        assert!(result_text(&done).contains(action), "{}", done.body);
     }
     let sent: Vec<Value> = answers(&h)
         .into_iter()
@@ -300,15 +228,8 @@ fn forge(payload: &StatePayload, key: &str) -> String {
 }
 
 async fn hostile_retries_are_refused_before_the_backend_hears_anything(kind: Backend) {
-    let h = Harness::start_with(
-        kind,
-        Options {
-            mrtr: "max_rounds = 4".into(),
-            ..Options::default()
-        },
-    )
-    .await;
-    let first = tool_call(json!(1), "ask_name", json!({}), &json!({"elicitation": {}}));
+    let h = Harness::start_with(kind, |c| c.mrtr.max_rounds = 4).await;
+    let first = tool_call(json!(1), "ask_name", json!({}), &elicitation_caps());
     let round = input_required(&post_raw(&h.url, &first).await);
     let key = key_of(&round, "elicitation/create");
     let good = json!({ key.clone(): {"action": "accept", "content": {"name": "Eve"}} });
@@ -318,21 +239,10 @@ async fn hostile_retries_are_refused_before_the_backend_hears_anything(kind: Bac
         let url = h.url.clone();
         async move {
             let exchange = post_raw(&url, &body).await;
-            assert_eq!(exchange.status, 400, "{reason}: {}", exchange.body);
-            assert_eq!(
-                exchange.error_code(),
-                Some(-32602),
-                "{reason}: {}",
-                exchange.body
-            );
+            let error = assert_rpc_error(&exchange, 400, -32602);
             assert_eq!(exchange.response().unwrap()["id"], body["id"]);
             if !reason.is_empty() {
-                assert_eq!(
-                    exchange.error().unwrap()["data"]["reason"],
-                    reason,
-                    "{}",
-                    exchange.body
-                );
+                assert_eq!(error["data"]["reason"], reason, "{}", exchange.body);
             }
         }
     };
@@ -441,23 +351,13 @@ async fn hostile_retries_are_refused_before_the_backend_hears_anything(kind: Bac
         .await;
     }
     // The state belongs to ask_name with these arguments, through tools/call.
-    let other_tool = tool_call(
-        json!(20),
-        "summarize",
-        json!({}),
-        &json!({"elicitation": {}}),
-    );
+    let other_tool = tool_call(json!(20), "summarize", json!({}), &elicitation_caps());
     refuse(
         retry_of(&other_tool, json!(20), good.clone(), &token),
         "request_mismatch",
     )
     .await;
-    let other_args = tool_call(
-        json!(21),
-        "ask_name",
-        json!({"x": 1}),
-        &json!({"elicitation": {}}),
-    );
+    let other_args = tool_call(json!(21), "ask_name", json!({"x": 1}), &elicitation_caps());
     refuse(
         retry_of(&other_args, json!(21), good.clone(), &token),
         "request_mismatch",
@@ -467,7 +367,7 @@ async fn hostile_retries_are_refused_before_the_backend_hears_anything(kind: Bac
         22,
         "prompts/get",
         json!({"name": "ask_name"}),
-        &caps(json!({"elicitation": {}})),
+        &elicitation_caps(),
     );
     other_method["params"]["requestState"] = json!(token);
     refuse(other_method, "request_mismatch").await;
@@ -483,12 +383,7 @@ async fn hostile_retries_are_refused_before_the_backend_hears_anything(kind: Bac
         json!([1]),
     ] {
         let exchange = post_raw(&h.url, &retry_of(&first, json!(30), bad.clone(), &token)).await;
-        assert_eq!(
-            (exchange.status, exchange.error_code()),
-            (400, Some(-32602)),
-            "{bad}: {}",
-            exchange.body
-        );
+        assert_rpc_error(&exchange, 400, -32602);
     }
     assert_eq!(
         h.backend_messages().len(),
@@ -498,7 +393,7 @@ async fn hostile_retries_are_refused_before_the_backend_hears_anything(kind: Bac
     assert_eq!(h.held(), 1, "the call is still held");
 
     let done = post_raw(&h.url, &retry_of(&first, json!(40), good.clone(), &token)).await;
-    assert_eq!(text(&done), "Hello, Eve!");
+    assert_eq!(result_text(&done), "Hello, Eve!");
     // Replaying a retry whose outcome was delivered is refused.
     refuse(
         retry_of(&first, json!(41), good.clone(), &token),
@@ -512,7 +407,7 @@ async fn hostile_retries_are_refused_before_the_backend_hears_anything(kind: Bac
 
 async fn concurrent_duplicate_retries_redeem_once(kind: Backend) {
     let h = Harness::start(kind).await;
-    let first = tool_call(json!(1), "ask_name", json!({}), &json!({"elicitation": {}}));
+    let first = tool_call(json!(1), "ask_name", json!({}), &elicitation_caps());
     let round = input_required(&post_raw(&h.url, &first).await);
     let key = key_of(&round, "elicitation/create");
     let good = json!({ key: {"action": "accept", "content": {"name": "Bo"}} });
@@ -527,7 +422,7 @@ async fn concurrent_duplicate_retries_redeem_once(kind: Backend) {
         let exchange = task.await.unwrap();
         match exchange.status {
             200 => {
-                assert_eq!(text(&exchange), "Hello, Bo!");
+                assert_eq!(result_text(&exchange), "Hello, Bo!");
                 completed += 1;
             }
             400 => assert_eq!(
@@ -548,15 +443,8 @@ async fn concurrent_duplicate_retries_redeem_once(kind: Backend) {
 }
 
 async fn abandoned_rounds_are_cancelled_on_the_backend(kind: Backend) {
-    let h = Harness::start_with(
-        kind,
-        Options {
-            mrtr: "held_ttl = \"400ms\"".into(),
-            ..Options::default()
-        },
-    )
-    .await;
-    let first = tool_call(json!(1), "ask_name", json!({}), &json!({"elicitation": {}}));
+    let h = Harness::start_with(kind, |c| c.mrtr.held_ttl = Duration::from_millis(400)).await;
+    let first = tool_call(json!(1), "ask_name", json!({}), &elicitation_caps());
     let round = input_required(&post_raw(&h.url, &first).await);
     assert_eq!(h.held(), 1);
     let call = h
@@ -582,19 +470,12 @@ async fn abandoned_rounds_are_cancelled_on_the_backend(kind: Backend) {
 }
 
 async fn slow_calls_complete_through_state_only_rounds(kind: Backend) {
-    let h = Harness::start_with(
-        kind,
-        Options {
-            mrtr: "round_wait = \"200ms\"".into(),
-            ..Options::default()
-        },
-    )
-    .await;
+    let h = Harness::start_with(kind, |c| c.mrtr.round_wait = Duration::from_millis(200)).await;
     let first = tool_call(
         json!(1),
         "slow_question",
         json!({"ms": 900}),
-        &json!({"elicitation": {}}),
+        &elicitation_caps(),
     );
     let round = input_required(&post_raw(&h.url, &first).await);
     let key = key_of(&round, "elicitation/create");
@@ -622,7 +503,7 @@ async fn slow_calls_complete_through_state_only_rounds(kind: Backend) {
         )
         .await;
     }
-    assert_eq!(text(&exchange), "Done for \"Sam\" after 900 ms.");
+    assert_eq!(result_text(&exchange), "Done for \"Sam\" after 900 ms.");
     assert!(state_only_rounds >= 2, "{state_only_rounds}");
     h.wait_no_held().await;
     h.stop().await;
@@ -635,17 +516,11 @@ async fn undeclared_capabilities_are_never_surfaced(kind: Backend) {
         json!(1),
         "force_elicit",
         json!({}),
-        &json!({"sampling": {}}),
+        &caps_from(json!({"sampling": {}})),
     );
     let exchange = post_raw(&h.url, &first).await;
     assert_eq!(
-        (exchange.status, exchange.error_code()),
-        (400, Some(-32021)),
-        "{}",
-        exchange.body
-    );
-    assert_eq!(
-        exchange.error().unwrap()["data"]["requiredCapabilities"],
+        assert_rpc_error(&exchange, 400, -32021)["data"]["requiredCapabilities"],
         json!({"elicitation": {}})
     );
     let refused = answers(&h);
@@ -657,12 +532,7 @@ async fn undeclared_capabilities_are_never_surfaced(kind: Backend) {
 
     // The backend sessions are initialized with this client's capabilities, so a well-behaved
     // backend does not even ask: URL mode for a form-only client is a tool error here.
-    let url_first = tool_call(
-        json!(2),
-        "elicit_url",
-        json!({}),
-        &json!({"elicitation": {}}),
-    );
+    let url_first = tool_call(json!(2), "elicit_url", json!({}), &elicitation_caps());
     let exchange = post_raw(&h.url, &url_first).await;
     assert_eq!(
         exchange.result_type(),
@@ -674,7 +544,7 @@ async fn undeclared_capabilities_are_never_surfaced(kind: Backend) {
     // Only three methods may be interrupted: a list never is.
     let listed = post_raw(
         &h.url,
-        &modern_request(3, "tools/list", json!({}), &caps(all_caps())),
+        &modern_request(3, "tools/list", json!({}), &all_caps()),
     )
     .await;
     assert_eq!(listed.result_type(), Some("complete"));
@@ -685,7 +555,7 @@ async fn undeclared_capabilities_are_never_surfaced(kind: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyed_inputs_can_be_answered_up_front() {
     let h = Harness::start(Backend::Stdio).await;
-    let caps = json!({"elicitation": {}});
+    let caps = elicitation_caps();
     let first = tool_call(json!(1), "keyed_elicit", json!({}), &caps);
     let round = input_required(&post_raw(&h.url, &first).await);
     assert_eq!(round.requests.keys().collect::<Vec<_>>(), vec!["user_name"]);
@@ -718,17 +588,12 @@ async fn keyed_inputs_can_be_answered_up_front() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backend_killed_while_a_call_is_held_gives_a_clear_error() {
-    let h = Harness::start_with(
-        Backend::Stdio,
-        Options {
-            pool: "max_sessions = 1".into(),
-            ..Options::default()
-        },
-    )
-    .await;
-    let pid_call = tool_call(json!(1), "pid", json!({}), &json!({"elicitation": {}}));
-    let pid: i32 = text(&post_raw(&h.url, &pid_call).await).parse().unwrap();
-    let first = tool_call(json!(2), "ask_name", json!({}), &json!({"elicitation": {}}));
+    let h = Harness::start_with(Backend::Stdio, one_session).await;
+    let pid_call = tool_call(json!(1), "pid", json!({}), &elicitation_caps());
+    let pid: i32 = result_text(&post_raw(&h.url, &pid_call).await)
+        .parse()
+        .unwrap();
+    let first = tool_call(json!(2), "ask_name", json!({}), &elicitation_caps());
     let round = input_required(&post_raw(&h.url, &first).await);
     let key = key_of(&round, "elicitation/create");
     // SAFETY: signalling a child process this test started through the gateway.
@@ -758,30 +623,12 @@ async fn a_backend_killed_while_a_call_is_held_gives_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn url_elicitation_required_becomes_a_round_and_reissues_the_call() {
-    let h = Harness::start_with(
-        Backend::Stdio,
-        Options {
-            pool: "max_sessions = 1".into(),
-            ..Options::default()
-        },
-    )
-    .await;
+    let h = Harness::start_with(Backend::Stdio, one_session).await;
     // Without URL-mode support the client learns what it lacks.
-    let form_only = tool_call(
-        json!(1),
-        "needs_url",
-        json!({}),
-        &json!({"elicitation": {}}),
-    );
+    let form_only = tool_call(json!(1), "needs_url", json!({}), &elicitation_caps());
     let exchange = post_raw(&h.url, &form_only).await;
     assert_eq!(
-        (exchange.status, exchange.error_code()),
-        (400, Some(-32021)),
-        "{}",
-        exchange.body
-    );
-    assert_eq!(
-        exchange.error().unwrap()["data"]["requiredCapabilities"],
+        assert_rpc_error(&exchange, 400, -32021)["data"]["requiredCapabilities"],
         json!({"elicitation": {"url": {}}})
     );
 
@@ -789,7 +636,7 @@ async fn url_elicitation_required_becomes_a_round_and_reissues_the_call() {
         json!(2),
         "needs_url",
         json!({}),
-        &json!({"elicitation": {"url": {}}}),
+        &caps_from(json!({"elicitation": {"url": {}}})),
     );
     let round = input_required(&post_raw(&h.url, &first).await);
     let key = key_of(&round, "elicitation/create");
@@ -800,11 +647,7 @@ async fn url_elicitation_required_becomes_a_round_and_reissues_the_call() {
         "https://auth.example/connect?elicitationId=conn-1"
     );
     assert!(request["params"].get("elicitationId").is_none());
-    let calls_before = h
-        .backend_methods()
-        .iter()
-        .filter(|m| *m == "tools/call")
-        .count();
+    let calls_before = h.backend_method_count("tools/call");
     let done = post_raw(
         &h.url,
         &retry_of(
@@ -815,12 +658,8 @@ async fn url_elicitation_required_becomes_a_round_and_reissues_the_call() {
         ),
     )
     .await;
-    assert_eq!(text(&done), "Connected.", "{}", done.body);
-    let calls_after = h
-        .backend_methods()
-        .iter()
-        .filter(|m| *m == "tools/call")
-        .count();
+    assert_eq!(result_text(&done), "Connected.", "{}", done.body);
+    let calls_after = h.backend_method_count("tools/call");
     assert_eq!(
         calls_after,
         calls_before + 1,
@@ -837,7 +676,7 @@ async fn a_question_the_backend_withdrew_is_never_answered() {
         json!(1),
         "impatient_elicit",
         json!({"ms": 200}),
-        &json!({"elicitation": {}}),
+        &elicitation_caps(),
     );
     let round = input_required(&post_raw(&h.url, &first).await);
     let key = key_of(&round, "elicitation/create");
@@ -853,7 +692,12 @@ async fn a_question_the_backend_withdrew_is_never_answered() {
         ),
     )
     .await;
-    assert_eq!(text(&done), "The question timed out.", "{}", done.body);
+    assert_eq!(
+        result_text(&done),
+        "The question timed out.",
+        "{}",
+        done.body
+    );
     assert!(answers(&h).is_empty(), "no answer to a withdrawn question");
     h.wait_no_held().await;
     h.stop().await;
@@ -866,7 +710,7 @@ async fn a_retry_resent_after_a_broken_connection_gets_the_same_outcome() {
         json!(1),
         "slow_question",
         json!({"ms": 800}),
-        &json!({"elicitation": {}}),
+        &elicitation_caps(),
     );
     let round = input_required(&post_raw(&h.url, &first).await);
     let key = key_of(&round, "elicitation/create");
@@ -876,22 +720,13 @@ async fn a_retry_resent_after_a_broken_connection_gets_the_same_outcome() {
         json!({ key: {"action": "accept", "content": {"name": "Ann"}} }),
         &round.state,
     );
-    let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(200))
-        .build()
-        .unwrap();
-    let broken = impatient
-        .post(&h.url)
-        .headers(crate::support::modern_client::standard_headers(&retry))
-        .body(retry.to_string())
-        .send()
-        .await;
+    let broken = post_giving_up_after(&h.url, &retry, Duration::from_millis(200)).await;
     assert!(broken.is_err(), "the first retry's connection broke");
     let mut again = retry.clone();
     again["id"] = json!(3);
     let exchange = post_raw(&h.url, &again).await;
     assert_eq!(
-        text(&exchange),
+        result_text(&exchange),
         "Done for \"Ann\" after 800 ms.",
         "{}",
         exchange.body
@@ -902,19 +737,14 @@ async fn a_retry_resent_after_a_broken_connection_gets_the_same_outcome() {
     h.stop().await;
 }
 
-async fn roots_seen_by_backend(h: &Harness, caps: &Value, answer: Option<&str>) -> String {
+async fn roots_seen_by_backend(
+    h: &Harness,
+    caps: &ClientCapabilities,
+    answer: Option<&str>,
+) -> String {
     // The session starts on a list call; the backend asks for roots right after `initialized`,
     // outside any interruptible call.
-    let listed = post_raw(
-        &h.url,
-        &modern_request(
-            50,
-            "tools/list",
-            json!({}),
-            &crate::mrtr::caps(caps.clone()),
-        ),
-    )
-    .await;
+    let listed = post_raw(&h.url, &modern_request(50, "tools/list", json!({}), caps)).await;
     assert_eq!(listed.result_type(), Some("complete"));
     tokio::time::sleep(Duration::from_millis(200)).await;
     for id in 0..6 {
@@ -931,7 +761,7 @@ async fn roots_seen_by_backend(h: &Harness, caps: &Value, answer: Option<&str>) 
             )
             .await;
         }
-        let seen = text(&exchange);
+        let seen = result_text(&exchange);
         if seen != "none yet" {
             return seen;
         }
@@ -942,13 +772,18 @@ async fn roots_seen_by_backend(h: &Harness, caps: &Value, answer: Option<&str>) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsolicited_requests_are_deferred_to_the_next_call_by_default() {
-    let options = Options {
-        env: vec![("LEGACY_BACKEND_ROOTS_ON_INIT", "1")],
-        pool: "max_sessions = 1".into(),
-        ..Options::default()
-    };
-    let h = Harness::start_with(Backend::Stdio, options).await;
-    let seen = roots_seen_by_backend(&h, &json!({"roots": {}}), Some("file:///work/space")).await;
+    let h = Harness::start_with_env(
+        Backend::Stdio,
+        &[("LEGACY_BACKEND_ROOTS_ON_INIT", "1")],
+        one_session,
+    )
+    .await;
+    let seen = roots_seen_by_backend(
+        &h,
+        &caps_from(json!({"roots": {}})),
+        Some("file:///work/space"),
+    )
+    .await;
     assert!(seen.contains("file:///work/space"), "{seen}");
     h.wait_no_held().await;
     h.stop().await;
@@ -956,13 +791,13 @@ async fn unsolicited_requests_are_deferred_to_the_next_call_by_default() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsolicited_roots_can_be_answered_from_configuration() {
-    let options = Options {
-        env: vec![("LEGACY_BACKEND_ROOTS_ON_INIT", "1")],
-        backend: "unsolicited = \"static\"\nstatic_roots = [{ uri = \"file:///srv/static\", name = \"static\" }]".into(),
-        ..Options::default()
-    };
-    let h = Harness::start_with(Backend::Http, options).await;
-    let seen = roots_seen_by_backend(&h, &json!({"roots": {}}), None).await;
+    let h = Harness::start_with_env(
+        Backend::Http,
+        &[("LEGACY_BACKEND_ROOTS_ON_INIT", "1")],
+        static_roots,
+    )
+    .await;
+    let seen = roots_seen_by_backend(&h, &caps_from(json!({"roots": {}})), None).await;
     assert!(seen.contains("file:///srv/static"), "{seen}");
     h.stop().await;
 }
@@ -972,7 +807,7 @@ async fn unsolicited_roots_can_be_answered_from_configuration() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn questions_on_the_get_stream_belong_to_the_active_call() {
     let h = Harness::start(Backend::HttpJson).await;
-    let first = tool_call(json!(1), "ask_name", json!({}), &json!({"elicitation": {}}));
+    let first = tool_call(json!(1), "ask_name", json!({}), &elicitation_caps());
     let round = input_required(&post_raw(&h.url, &first).await);
     let key = key_of(&round, "elicitation/create");
     let done = post_raw(
@@ -985,7 +820,7 @@ async fn questions_on_the_get_stream_belong_to_the_active_call() {
         ),
     )
     .await;
-    assert_eq!(text(&done), "Hello, Get!", "{}", done.body);
+    assert_eq!(result_text(&done), "Hello, Get!", "{}", done.body);
     h.wait_no_held().await;
     h.stop().await;
 }
@@ -998,7 +833,7 @@ async fn progress_after_a_retry_uses_the_retrys_token() {
         json!(1),
         "slow_question",
         json!({"ms": 200}),
-        &json!({"elicitation": {}}),
+        &elicitation_caps(),
     );
     first["params"]["_meta"]["progressToken"] = json!("first-token");
     let round = input_required(&post_raw(&h.url, &first).await);
@@ -1023,27 +858,19 @@ async fn progress_after_a_retry_uses_the_retrys_token() {
         .map(|n| n["params"]["progressToken"].clone())
         .collect();
     assert_eq!(tokens, vec![json!("retry-token"); 4], "{}", done.body);
-    assert_eq!(text(&done), "Done for \"Pat\" after 200 ms.");
+    assert_eq!(result_text(&done), "Done for \"Pat\" after 200 ms.");
     h.wait_no_held().await;
     h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_calls_are_bounded_per_client() {
-    let h = Harness::start_with(
-        Backend::Stdio,
-        Options {
-            mrtr: "max_held_per_principal = 1".into(),
-            ..Options::default()
-        },
-    )
-    .await;
-    let caps = json!({"elicitation": {}});
+    let h = Harness::start_with(Backend::Stdio, |c| c.mrtr.max_held_per_principal = 1).await;
+    let caps = elicitation_caps();
     let first = tool_call(json!(1), "ask_name", json!({}), &caps);
     let round = input_required(&post_raw(&h.url, &first).await);
     let second = post_raw(&h.url, &tool_call(json!(2), "ask_name", json!({}), &caps)).await;
-    assert_eq!(second.status, 429, "{}", second.body);
-    assert_eq!(second.error_code(), Some(-32603));
+    assert_rpc_error(&second, 429, -32603);
     assert_eq!(h.held(), 1);
     // The refused call's backend question was answered as cancelled, never invented.
     h.wait_for_backend("the refused round's cancel", |m| {
@@ -1061,7 +888,7 @@ async fn held_calls_are_bounded_per_client() {
         ),
     )
     .await;
-    assert_eq!(text(&done), "Hello, One!");
+    assert_eq!(result_text(&done), "Hello, One!");
     h.wait_no_held().await;
     h.stop().await;
 }
@@ -1073,16 +900,14 @@ async fn keys_rotate_without_restart() {
     let keys_file = dir.path().join("keys");
     let (old, new) = (generate_key(), generate_key());
     std::fs::write(&keys_file, format!("{old}\n")).unwrap();
-    let h = Harness::start_with(
-        Backend::Stdio,
-        Options {
-            mrtr: format!("keys_file = {:?}", keys_file.display().to_string()),
-            pool: "max_sessions = 4".into(),
-            ..Options::default()
-        },
-    )
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        // The keys come from the file alone, not the fixed test key.
+        c.mrtr.keys.clear();
+        c.mrtr.keys_file = Some(keys_file.clone());
+        c.legacy().pool.max_sessions = 4;
+    })
     .await;
-    let caps = json!({"elicitation": {}});
+    let caps = elicitation_caps();
     let answer = |round: &Round| json!({ key_of(round, "elicitation/create"): {"action": "accept", "content": {"name": "Rot"}} });
     let first_a = tool_call(json!(1), "ask_name", json!({}), &caps);
     let first_b = tool_call(json!(2), "ask_name", json!({"again": true}), &caps);
@@ -1111,7 +936,7 @@ async fn keys_rotate_without_restart() {
         &retry_of(&first_a, json!(4), answer(&round_a), &round_a.state),
     )
     .await;
-    assert_eq!(text(&done), "Hello, Rot!", "{}", done.body);
+    assert_eq!(result_text(&done), "Hello, Rot!", "{}", done.body);
 
     // Retire the old key by changing the file alone: states it sealed stop opening.
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -1151,26 +976,15 @@ async fn keys_rotate_without_restart() {
 /// caller of that backend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_calls_late_question_never_reaches_the_next_caller() {
-    let h = Harness::start_with(
-        Backend::Stdio,
-        Options {
-            pool: "max_sessions = 1\nqueue_wait = \"5s\"".into(),
-            ..Options::default()
-        },
-    )
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        let pool = &mut c.legacy().pool;
+        pool.max_sessions = 1;
+        pool.queue_wait = Duration::from_secs(5);
+    })
     .await;
-    let caps = json!({"elicitation": {}});
+    let caps = elicitation_caps();
     let stubborn = tool_call(json!(1), "stubborn_question", json!({"ms": 500}), &caps);
-    let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(150))
-        .build()
-        .unwrap();
-    let gave_up = impatient
-        .post(&h.url)
-        .headers(crate::support::modern_client::standard_headers(&stubborn))
-        .body(stubborn.to_string())
-        .send()
-        .await;
+    let gave_up = post_giving_up_after(&h.url, &stubborn, Duration::from_millis(150)).await;
     assert!(gave_up.is_err());
     // The next caller's call spans the moment the cancelled call asks its question.
     let next = post_raw(
@@ -1179,7 +993,7 @@ async fn a_cancelled_calls_late_question_never_reaches_the_next_caller() {
     )
     .await;
     assert_eq!(next.result_type(), Some("complete"), "{}", next.body);
-    assert_eq!(text(&next), "Slept 1000 ms.");
+    assert_eq!(result_text(&next), "Slept 1000 ms.");
     let again = post_raw(
         &h.url,
         &tool_call(json!(3), "echo", json!({"text": "x"}), &caps),

@@ -11,10 +11,14 @@ use std::time::Duration;
 use rmcp::model::{CallToolRequestParams, CallToolResult, Root};
 use serde_json::{json, Value};
 
-use crate::mrtr::{caps, input_required, key_of, text, tool_call};
-use crate::support::gateway::{Backend, Harness, Options};
+use mrtr_gateway::config::Config;
+
+use crate::support::gateway::{one_session, static_roots, Backend, Harness, TestConfig};
 use crate::support::modern_client::{
-    connect_modern, modern_request, post_raw, retry_of, ModernClient, TestClientHandler,
+    connect_in_time, modern_request, post_raw, retry_of, ModernClient, TestClientHandler,
+};
+use crate::support::rpc::{
+    assert_rpc_error, caps_from, elicitation_caps, input_required, key_of, result_text, tool_call,
 };
 
 over_both_transports!(
@@ -30,16 +34,16 @@ over_both_transports!(
 /// What the backend uses until a client gives roots (server-filesystem's command-line directory).
 const CONFIGURED_ROOT: &str = "file:///srv/configured";
 
-fn roots_backend(pool: &str, backend: &str) -> Options {
-    Options {
-        env: vec![
-            ("LEGACY_BACKEND_ROOTS_ON_INIT", "1"),
-            ("LEGACY_BACKEND_DEFAULT_ROOT", CONFIGURED_ROOT),
-        ],
-        pool: pool.into(),
-        backend: backend.into(),
-        ..Options::default()
-    }
+/// The environment of a backend that asks for roots at initialization and uses
+/// [`CONFIGURED_ROOT`] until it has some.
+const ROOTS_BACKEND_ENV: [(&str, &str); 2] = [
+    ("LEGACY_BACKEND_ROOTS_ON_INIT", "1"),
+    ("LEGACY_BACKEND_DEFAULT_ROOT", CONFIGURED_ROOT),
+];
+
+/// A gateway in front of the roots backend ([`ROOTS_BACKEND_ENV`]).
+async fn start_roots_backend(kind: Backend, configure: impl FnOnce(&mut Config)) -> Harness {
+    Harness::start_with_env(kind, &ROOTS_BACKEND_ENV, configure).await
 }
 
 fn rooted_client(root: &str) -> TestClientHandler {
@@ -47,13 +51,6 @@ fn rooted_client(root: &str) -> TestClientHandler {
         .roots()
         .roots_list(vec![Root::new(root)])
         .build()
-}
-
-async fn connect(h: &Harness, handler: TestClientHandler) -> ModernClient {
-    tokio::time::timeout(Duration::from_secs(20), connect_modern(&h.url, handler))
-        .await
-        .expect("connect in time")
-        .expect("client connects")
 }
 
 /// `open_path` of `uri`: `Ok` with the text when the backend opened it, `Err` when it denied it.
@@ -90,17 +87,10 @@ fn roots_asked(handler: &TestClientHandler) -> usize {
         .count()
 }
 
-fn initializations(h: &Harness) -> usize {
-    h.backend_methods()
-        .iter()
-        .filter(|m| *m == "initialize")
-        .count()
-}
-
 async fn a_first_call_runs_under_the_roots_its_client_gave(kind: Backend) {
-    let h = Harness::start_with(kind, roots_backend("max_sessions = 1", "")).await;
+    let h = start_roots_backend(kind, one_session).await;
     let a = rooted_client("file:///srv/a");
-    let client = connect(&h, a.clone()).await;
+    let client = connect_in_time(&h.url, a.clone()).await;
 
     let outside = open(&client, &format!("{CONFIGURED_ROOT}/notes.txt")).await;
     assert!(
@@ -135,11 +125,11 @@ async fn a_first_call_runs_under_the_roots_its_client_gave(kind: Backend) {
 
 async fn one_flows_roots_never_reach_another(kind: Backend) {
     // One session for everybody: client B gets the session client A used.
-    let h = Harness::start_with(kind, roots_backend("max_sessions = 1", "")).await;
+    let h = start_roots_backend(kind, one_session).await;
     let a = rooted_client("file:///srv/a");
     let b = rooted_client("file:///srv/b");
-    let client_a = connect(&h, a.clone()).await;
-    let client_b = connect(&h, b.clone()).await;
+    let client_a = connect_in_time(&h.url, a.clone()).await;
+    let client_b = connect_in_time(&h.url, b.clone()).await;
 
     assert!(open(&client_a, "file:///srv/a/1.txt").await.is_ok());
     assert_eq!(
@@ -158,7 +148,11 @@ async fn one_flows_roots_never_reach_another(kind: Backend) {
     // Each flow was asked for its roots, all on the one session (asked again each time).
     assert_eq!(roots_asked(&a), 3);
     assert_eq!(roots_asked(&b), 2);
-    assert_eq!(initializations(&h), 1, "one backend session served both");
+    assert_eq!(
+        h.backend_method_count("initialize"),
+        1,
+        "one backend session served both"
+    );
     assert!(h
         .backend_methods()
         .iter()
@@ -170,16 +164,9 @@ async fn one_flows_roots_never_reach_another(kind: Backend) {
 }
 
 async fn static_roots_hold_from_the_first_call(kind: Backend) {
-    let h = Harness::start_with(
-        kind,
-        roots_backend(
-            "",
-            "unsolicited = \"static\"\nstatic_roots = [{ uri = \"file:///srv/static\", name = \"static\" }]",
-        ),
-    )
-    .await;
+    let h = start_roots_backend(kind, static_roots).await;
     let rooted = rooted_client("file:///srv/a");
-    let client = connect(&h, rooted.clone()).await;
+    let client = connect_in_time(&h.url, rooted.clone()).await;
     assert_eq!(
         open(&client, "file:///srv/static/s.txt").await,
         Ok("opened file:///srv/static/s.txt".into()),
@@ -193,7 +180,7 @@ async fn static_roots_hold_from_the_first_call(kind: Backend) {
 
     // A client that declares no roots gets the static ones too.
     let plain = TestClientHandler::builder().build();
-    let plain_client = connect(&h, plain).await;
+    let plain_client = connect_in_time(&h.url, plain).await;
     assert!(open(&plain_client, "file:///srv/static/t.txt")
         .await
         .is_ok());
@@ -208,23 +195,24 @@ async fn static_roots_hold_from_the_first_call(kind: Backend) {
 async fn calls_that_cannot_ask_never_get_a_flows_roots(kind: Backend) {
     // The one session holds client A's roots after its call; a list call cannot ask its client
     // for roots, so it gets a fresh session (the held one is closed to make room) and succeeds.
-    let h = Harness::start_with(
-        kind,
-        roots_backend("max_sessions = 1\nqueue_wait = \"5s\"", ""),
-    )
+    let h = start_roots_backend(kind, |c| {
+        let pool = &mut c.legacy().pool;
+        pool.max_sessions = 1;
+        pool.queue_wait = Duration::from_secs(5);
+    })
     .await;
     let a = rooted_client("file:///srv/a");
-    let client = connect(&h, a).await;
+    let client = connect_in_time(&h.url, a).await;
     assert!(open(&client, "file:///srv/a/1.txt").await.is_ok());
-    assert_eq!(initializations(&h), 1);
+    assert_eq!(h.backend_method_count("initialize"), 1);
     let listed = post_raw(
         &h.url,
-        &modern_request(9, "tools/list", json!({}), &caps(json!({"roots": {}}))),
+        &modern_request(9, "tools/list", json!({}), &caps_from(json!({"roots": {}}))),
     )
     .await;
     assert_eq!(listed.result_type(), Some("complete"), "{}", listed.body);
     assert_eq!(
-        initializations(&h),
+        h.backend_method_count("initialize"),
         2,
         "the list call did not run on the session holding A's roots"
     );
@@ -235,20 +223,24 @@ async fn calls_that_cannot_ask_never_get_a_flows_roots(kind: Backend) {
     h.stop().await;
 }
 
-fn withdrawing_backend(pool: &str, first_question_ms: &'static str) -> Options {
-    let mut options = roots_backend(pool, "");
-    options
-        .env
-        .push(("LEGACY_BACKEND_FIRST_ROOTS_TIMEOUT_MS", first_question_ms));
-    options
+/// A gateway with `max_sessions` in front of the roots backend, which withdraws its first roots
+/// question after `first_question_ms`.
+async fn start_withdrawing_backend(
+    kind: Backend,
+    max_sessions: usize,
+    first_question_ms: &str,
+) -> Harness {
+    let mut env = ROOTS_BACKEND_ENV.to_vec();
+    env.push(("LEGACY_BACKEND_FIRST_ROOTS_TIMEOUT_MS", first_question_ms));
+    Harness::start_with_env(kind, &env, |c| c.legacy().pool.max_sessions = max_sessions).await
 }
 
 async fn a_question_withdrawn_on_an_idle_session_is_asked_again(kind: Backend) {
     // The backend gives up on its first roots question while the session is idle; the gateway
     // has it ask again, so the next call's client is still asked before the call runs.
-    let h = Harness::start_with(kind, withdrawing_backend("max_sessions = 1", "200")).await;
+    let h = start_withdrawing_backend(kind, 1, "200").await;
     let a = rooted_client("file:///srv/a");
-    let client = connect(&h, a.clone()).await;
+    let client = connect_in_time(&h.url, a.clone()).await;
     h.wait_for_backend("notifications/roots/list_changed", |m| {
         m["method"] == "notifications/roots/list_changed"
     })
@@ -263,7 +255,7 @@ async fn a_question_withdrawn_on_an_idle_session_is_asked_again(kind: Backend) {
     assert_eq!(roots_asked(&a), 1);
     assert!(open(&client, "file:///srv/a/x.txt").await.is_ok());
     assert_eq!(
-        initializations(&h),
+        h.backend_method_count("initialize"),
         1,
         "the question asked again served the calls, on the same session"
     );
@@ -277,8 +269,8 @@ async fn a_question_withdrawn_during_the_round_fails_the_call_safely(kind: Backe
     // not sent (it would run under roots nobody gave it); the client is told to send it again,
     // and the next flow gets its own roots.
     // Room for a second session: the next flow must still get the first one back, asked again.
-    let h = Harness::start_with(kind, withdrawing_backend("max_sessions = 2", "1500")).await;
-    let roots = json!({"roots": {}});
+    let h = start_withdrawing_backend(kind, 2, "1500").await;
+    let roots = caps_from(json!({"roots": {}}));
     let first = tool_call(
         json!(1),
         "open_path",
@@ -312,12 +304,12 @@ async fn a_question_withdrawn_during_the_round_fails_the_call_safely(kind: Backe
     let answer = json!({ key: {"roots": [{"uri": "file:///srv/a"}]} });
     let done = post_raw(&h.url, &retry_of(&again, json!(4), answer, &round.state)).await;
     assert!(
-        text(&done).starts_with("denied"),
+        result_text(&done).starts_with("denied"),
         "the next flow runs under its own roots: {}",
         done.body
     );
     assert_eq!(
-        initializations(&h),
+        h.backend_method_count("initialize"),
         1,
         "the session was asked again, not replaced"
     );
@@ -329,34 +321,28 @@ async fn a_refused_retry_frees_the_session_within_the_grace(kind: Backend) {
     // One session, a long held_ttl: only the grace can give the session back in time. The
     // README's bound is grace + 1 s (the sweeper's period); the next call may wait twice that,
     // for a loaded machine, and without the grace it would wait held_ttl (50 s).
-    let h = Harness::start_with(
-        kind,
-        Options {
-            pool: "max_sessions = 1\nqueue_wait = \"4s\"".into(),
-            mrtr: "held_ttl = \"50s\"\nrefused_retry_grace = \"1s\"".into(),
-            ..Options::default()
-        },
-    )
+    let h = Harness::start_with(kind, |c| {
+        let pool = &mut c.legacy().pool;
+        pool.max_sessions = 1;
+        pool.queue_wait = Duration::from_secs(4);
+        c.mrtr.held_ttl = Duration::from_secs(50);
+        c.mrtr.refused_retry_grace = Duration::from_secs(1);
+    })
     .await;
-    let caps = json!({"elicitation": {}});
+    let caps = elicitation_caps();
     let first = tool_call(json!(1), "ask_name", json!({}), &caps);
     let round = input_required(&post_raw(&h.url, &first).await);
     let key = key_of(&round, "elicitation/create");
     let bad = json!({ key: {"action": "accept", "content": {"name": 42}} });
     let state = round.state;
     let refused = post_raw(&h.url, &retry_of(&first, json!(2), bad, &state)).await;
-    assert_eq!(
-        (refused.status, refused.error_code()),
-        (400, Some(-32602)),
-        "{}",
-        refused.body
-    );
+    assert_rpc_error(&refused, 400, -32602);
     assert_eq!(h.held(), 1, "held for a corrected retry, during the grace");
 
     let next = tool_call(json!(3), "echo", json!({"text": "free"}), &caps);
     let echoed = post_raw(&h.url, &next).await;
     assert_eq!(echoed.status, 200, "{}", echoed.body);
-    assert_eq!(text(&echoed), "free", "{}", echoed.body);
+    assert_eq!(result_text(&echoed), "free", "{}", echoed.body);
     assert_eq!(h.held(), 0);
     let cancelled: Vec<Value> = h
         .backend_messages()

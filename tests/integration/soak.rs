@@ -6,13 +6,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::ClientCapabilities;
 use serde_json::json;
 
-use crate::support::gateway::{Backend, Harness, Options};
+use crate::support::gateway::{Backend, Harness, TestConfig};
 use crate::support::modern_client::{
     answer_only_input, modern_request, standard_headers, RawExchange,
 };
+use crate::support::rpc::elicitation_caps;
 
 const FLOWS: usize = 2_000;
 const CLIENTS: usize = 32;
@@ -70,19 +70,18 @@ struct Tally {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_flows_survive_backend_kills() {
     let h = Arc::new(
-        Harness::start_with(
-            Backend::Stdio,
-            Options {
-                pool: "max_sessions = 40\nidle_timeout = \"1s\"\nqueue_wait = \"20s\"".into(),
-                mrtr: "held_ttl = \"10s\"".into(),
-                ..Options::default()
-            },
-        )
+        Harness::start_with(Backend::Stdio, |c| {
+            let pool = &mut c.legacy().pool;
+            pool.max_sessions = 40;
+            pool.idle_timeout = Duration::from_secs(1);
+            pool.queue_wait = Duration::from_secs(20);
+            c.mrtr.held_ttl = Duration::from_secs(10);
+        })
         .await,
     );
     let started = Arc::new(AtomicUsize::new(0));
     let tally = Arc::new(Tally::default());
-    let caps: ClientCapabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
+    let caps = elicitation_caps();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
@@ -195,14 +194,13 @@ async fn two_thousand_flows_survive_backend_kills() {
     assert!(completed > FLOWS / 2, "most flows complete");
 
     h.wait_no_held().await;
-    let stats = || h.gateway.as_ref().unwrap().gateway().pools()[0].stats();
     for _ in 0..100 {
-        if stats().open == 0 {
+        if h.pool_stats().open == 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(stats().open, 0, "sessions return to their baseline");
+    assert_eq!(h.pool_stats().open, 0, "sessions return to their baseline");
     match Arc::try_unwrap(h) {
         Ok(h) => h.stop().await,
         Err(_) => panic!("harness still shared"),

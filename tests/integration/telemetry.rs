@@ -2,24 +2,18 @@
 //! as a child of the caller's W3C trace; without it, a configured endpoint is reported as not
 //! exported rather than silently ignored.
 
-use rmcp::model::ClientCapabilities;
 use serde_json::json;
 
 use crate::support::gateway::GatewayProcess;
-use crate::support::modern_client::{modern_request, post_raw};
+use crate::support::modern_client::post_raw;
+use crate::support::rpc::{no_caps, tool_call};
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN_ID: &str = "00f067aa0ba902b7";
 
 /// One `tools/call echo` carrying the caller's trace context in `_meta`.
 async fn traced_echo(url: &str) {
-    let caps = ClientCapabilities::default();
-    let mut call = modern_request(
-        1,
-        "tools/call",
-        json!({"name": "echo", "arguments": {"text": "traced"}}),
-        &caps,
-    );
+    let mut call = tool_call(1, "echo", json!({"text": "traced"}), &no_caps());
     call["params"]["_meta"]["traceparent"] = json!(format!("00-{TRACE_ID}-{CALLER_SPAN_ID}-01"));
     let answer = post_raw(url, &call).await;
     assert_eq!(
@@ -60,7 +54,8 @@ async fn request_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     use prost::Message;
     use tokio::sync::mpsc;
 
-    use crate::support::modern_client::answer_only_input;
+    use crate::support::modern_client::{answer_only_input, modern_request};
+    use crate::support::rpc::elicitation_caps;
 
     // The receiver: OTLP/HTTP protobuf on /v1/traces, every body handed to the test.
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -107,8 +102,12 @@ async fn request_spans_reach_an_otlp_receiver_in_the_callers_trace() {
     )
     .await;
     traced_echo(&gateway.url).await;
-    let caps: ClientCapabilities = serde_json::from_value(json!({"elicitation": {}})).unwrap();
-    let ask = modern_request(2, "tools/call", json!({"name": "ask_name"}), &caps);
+    let ask = modern_request(
+        2,
+        "tools/call",
+        json!({"name": "ask_name"}),
+        &elicitation_caps(),
+    );
     let round = post_raw(&gateway.url, &ask).await;
     assert_eq!(
         round.result().expect("a round")["resultType"],

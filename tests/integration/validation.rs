@@ -3,20 +3,16 @@
 
 use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::Method;
-use rmcp::model::ClientCapabilities;
 use serde_json::{json, Value};
 
-use crate::support::gateway::{Backend, Harness, Options};
+use crate::support::gateway::{Backend, Harness};
 use crate::support::modern_client::{
     modern_request, post_raw, post_raw_with_headers, send_raw, standard_headers, RawExchange,
 };
-
-fn caps() -> ClientCapabilities {
-    ClientCapabilities::default()
-}
+use crate::support::rpc::{assert_rpc_error, no_caps};
 
 fn list_tools(id: Value) -> Value {
-    modern_request(id, "tools/list", json!({}), &caps())
+    modern_request(id, "tools/list", json!({}), &no_caps())
 }
 
 fn with_header(mut headers: HeaderMap, name: &'static str, value: &str) -> HeaderMap {
@@ -29,15 +25,10 @@ fn without_header(mut headers: HeaderMap, name: &'static str) -> HeaderMap {
     headers
 }
 
+/// [`assert_rpc_error`], and the response is JSON-RPC 2.0 with this `id`.
 #[track_caller]
 fn assert_error(exchange: &RawExchange, status: u16, code: i64, id: Option<Value>) {
-    assert_eq!(exchange.status, status, "status of {}", exchange.body);
-    assert_eq!(
-        exchange.error_code(),
-        Some(code),
-        "code of {}",
-        exchange.body
-    );
+    assert_rpc_error(exchange, status, code);
     let response = exchange.response().expect("a JSON-RPC response");
     assert_eq!(response.get("id").cloned(), id, "id of {}", exchange.body);
     assert_eq!(response["jsonrpc"], "2.0");
@@ -91,19 +82,10 @@ async fn host_and_origin_are_checked_against_dns_rebinding() {
         with_header(standard_headers(&body), "origin", "http://evil.example"),
     )
     .await;
-    assert_eq!(evil_origin.status, 403);
-    assert_eq!(evil_origin.error_code(), Some(-32600));
+    assert_rpc_error(&evil_origin, 403, -32600);
     assert_backend_untouched(&h);
 
-    let port = h
-        .url
-        .split(':')
-        .nth(2)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
+    let port = h.port();
     let local = post_raw_with_headers(
         &h.url,
         &body,
@@ -120,11 +102,7 @@ async fn host_and_origin_are_checked_against_dns_rebinding() {
 
 #[tokio::test]
 async fn media_types_and_body_size() {
-    let options = Options {
-        server: "max_body_bytes = 2048".into(),
-        ..Options::default()
-    };
-    let h = Harness::start_with(Backend::Stdio, options).await;
+    let h = Harness::start_with(Backend::Stdio, |c| c.server.max_body_bytes = 2048).await;
     let body = list_tools(json!(1));
     let text = post_raw_with_headers(
         &h.url,
@@ -144,8 +122,7 @@ async fn media_types_and_body_size() {
     let mut big = list_tools(json!(2));
     big["params"]["padding"] = json!("x".repeat(4096));
     let too_large = post_raw(&h.url, &big).await;
-    assert_eq!(too_large.status, 413);
-    assert_eq!(too_large.error_code(), Some(-32600));
+    assert_rpc_error(&too_large, 413, -32600);
     assert_backend_untouched(&h);
     h.stop().await;
 }
@@ -285,7 +262,7 @@ async fn routing_headers_must_match_the_body() {
         3,
         "tools/call",
         json!({"name": "echo", "arguments": {"text": "hi"}}),
-        &caps(),
+        &no_caps(),
     );
     let headers = standard_headers(&call);
 
@@ -322,7 +299,7 @@ async fn routing_headers_must_match_the_body() {
         4,
         "resources/read",
         json!({"uri": "demo://item/é"}),
-        &caps(),
+        &no_caps(),
     );
     let exchange = post_raw(&h.url, &unicode).await;
     assert_eq!(exchange.status, 200, "{}", exchange.body);
@@ -346,11 +323,15 @@ async fn removed_and_unknown_methods_are_404_and_never_forwarded() {
         "unknown/method",
         "subscriptions/listen",
     ] {
-        let body = modern_request(method, method, json!({}), &caps());
+        let body = modern_request(method, method, json!({}), &no_caps());
         let exchange = post_raw(&h.url, &body).await;
         assert_error(&exchange, 404, -32601, Some(json!(method)));
     }
-    let init = post_raw(&h.url, &modern_request(9, "initialize", json!({}), &caps())).await;
+    let init = post_raw(
+        &h.url,
+        &modern_request(9, "initialize", json!({}), &no_caps()),
+    )
+    .await;
     assert_eq!(
         init.error().unwrap()["data"]["supported"],
         json!(["2026-07-28"])

@@ -4,11 +4,14 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use mrtr_gateway::config::Config;
+use mrtr_gateway::backend::pool::PoolStats;
+use mrtr_gateway::config::{BackendConfig, Config, RouteConfig, StaticRoot, UnsolicitedPolicy};
 use mrtr_gateway::RunningGateway;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -90,6 +93,7 @@ impl HttpBackend {
     }
 }
 
+/// A gateway started in-process in front of the legacy backend, stopped with [`Harness::stop`].
 pub struct Harness {
     pub gateway: Option<RunningGateway>,
     /// The MCP endpoint of the gateway.
@@ -99,97 +103,124 @@ pub struct Harness {
     pub dir: tempfile::TempDir,
 }
 
-/// Extra TOML for the `[backend.legacy]` table (e.g. timeouts) and its pool.
-#[derive(Default, Clone)]
-pub struct Options {
-    pub server: String,
-    pub backend: String,
-    pub pool: String,
-    /// Extra `[mrtr]` keys; the sealing key is always [`TEST_STATE_KEY`].
-    pub mrtr: String,
-    /// Environment of the legacy backend.
-    pub env: Vec<(&'static str, &'static str)>,
-    /// Extra keys of the `/mcp` route (e.g. `auth = { ... }`).
-    pub route: String,
-}
-
 /// The `requestState` key of test gateways, so tests can forge states the gateway can open.
 pub const TEST_STATE_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
-impl Harness {
-    pub async fn start(kind: Backend) -> Harness {
-        Self::start_with(kind, Options::default()).await
+/// The name of the test gateway's one backend, behind the route `/mcp`.
+pub const BACKEND_NAME: &str = "legacy";
+
+/// Shortcuts to the parts of a test gateway's [`Config`] that tests adjust.
+pub trait TestConfig {
+    /// The `[backend.legacy]` table: the legacy backend behind `/mcp`.
+    fn legacy(&mut self) -> &mut BackendConfig;
+    /// The `/mcp` route.
+    fn mcp_route(&mut self) -> &mut RouteConfig;
+}
+
+impl TestConfig for Config {
+    fn legacy(&mut self) -> &mut BackendConfig {
+        self.backends
+            .get_mut(BACKEND_NAME)
+            .expect("the legacy backend")
     }
 
-    pub async fn start_with(kind: Backend, options: Options) -> Harness {
+    fn mcp_route(&mut self) -> &mut RouteConfig {
+        self.routes
+            .iter_mut()
+            .find(|route| route.path == "/mcp")
+            .expect("the /mcp route")
+    }
+}
+
+/// One backend session for everybody.
+pub fn one_session(config: &mut Config) {
+    config.legacy().pool.max_sessions = 1;
+}
+
+/// Answers the backend's requests outside any call from the configuration
+/// (`unsolicited = "static"`), with the one root `file:///srv/static`.
+pub fn static_roots(config: &mut Config) {
+    let backend = config.legacy();
+    backend.unsolicited = UnsolicitedPolicy::Static;
+    backend.static_roots = vec![StaticRoot {
+        uri: "file:///srv/static".into(),
+        name: Some("static".into()),
+    }];
+}
+
+/// How the gateway reaches the legacy backend.
+enum Transport {
+    /// Spawns the fixture with `--stdio` and this environment.
+    Stdio(BTreeMap<String, String>),
+    /// Streamable HTTP at this URL.
+    Http(String),
+}
+
+impl Harness {
+    /// A gateway with the test configuration as it is.
+    pub async fn start(kind: Backend) -> Harness {
+        Self::start_with(kind, |_| {}).await
+    }
+
+    /// A gateway whose test [`Config`] `configure` adjusts before it is validated, e.g.
+    /// `Harness::start_with(kind, |c| c.mrtr.round_wait = Duration::from_millis(200))`.
+    pub async fn start_with(kind: Backend, configure: impl FnOnce(&mut Config)) -> Harness {
+        Self::start_with_env(kind, &[], configure).await
+    }
+
+    /// Like [`Harness::start_with`], with extra environment for the legacy backend.
+    pub async fn start_with_env(
+        kind: Backend,
+        backend_env: &[(&str, &str)],
+        configure: impl FnOnce(&mut Config),
+    ) -> Harness {
         let dir = tempfile::tempdir().expect("temp dir");
         let backend_log = dir.path().join("backend.jsonl");
         std::fs::write(&backend_log, "").expect("create backend log");
         let (transport, http_backend) = match kind {
             Backend::Stdio => {
-                let extra: String = options
-                    .env
+                let mut env: BTreeMap<String, String> = backend_env
                     .iter()
-                    .map(|(k, v)| format!(", {k} = {v:?}"))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect();
-                (
-                    format!(
-                        "transport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\"]\nenv = {{ LEGACY_BACKEND_LOG = {:?}{extra} }}\n",
-                        fixture_path().display().to_string(),
-                        backend_log.display().to_string()
-                    ),
-                    None,
-                )
+                env.insert(
+                    "LEGACY_BACKEND_LOG".into(),
+                    backend_log.display().to_string(),
+                );
+                (Transport::Stdio(env), None)
             }
             Backend::Http | Backend::HttpJson => {
                 let backend = HttpBackend::start_with_env(
                     "127.0.0.1:0",
                     kind == Backend::HttpJson,
                     &backend_log,
-                    &options.env,
+                    backend_env,
                 )
                 .await;
-                (
-                    format!("transport = \"http\"\nurl = {:?}\n", backend.url),
-                    Some(backend),
-                )
+                (Transport::Http(backend.url.clone()), Some(backend))
             }
         };
-        Self::start_config(dir, backend_log, transport, http_backend, &options).await
+        Self::start_config(dir, backend_log, transport, http_backend, configure).await
     }
 
     /// A gateway in front of an HTTP URL that nothing (or something else) serves.
-    pub async fn start_url(url: &str, options: Options) -> Harness {
+    pub async fn start_url(url: &str, configure: impl FnOnce(&mut Config)) -> Harness {
         let dir = tempfile::tempdir().expect("temp dir");
         let backend_log = dir.path().join("backend.jsonl");
-        let transport = format!("transport = \"http\"\nurl = {url:?}\n");
-        Self::start_config(dir, backend_log, transport, None, &options).await
+        let transport = Transport::Http(url.to_string());
+        Self::start_config(dir, backend_log, transport, None, configure).await
     }
 
     async fn start_config(
         dir: tempfile::TempDir,
         backend_log: PathBuf,
-        transport: String,
+        transport: Transport,
         http_backend: Option<HttpBackend>,
-        options: &Options,
+        configure: impl FnOnce(&mut Config),
     ) -> Harness {
-        // Tests that manage keys themselves (keys_file) get no fixed key.
-        // Tests end with calls still held now and then: do not drain for long.
-        let drain = if options.server.contains("drain_timeout") {
-            String::new()
-        } else {
-            "drain_timeout = \"1s\"\n".to_string()
-        };
-        let keys = if options.mrtr.contains("keys_file") {
-            String::new()
-        } else {
-            format!("keys = [{TEST_STATE_KEY:?}]\n")
-        };
-        let toml = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n{drain}{}\n\n[mrtr]\n{keys}instance_id = \"test-instance\"\n{}\n\n[[route]]\npath = \"/mcp\"\nbackend = \"legacy\"\n{}\n\n[backend.legacy]\n{transport}{}\n\n[backend.legacy.pool]\n{}\n",
-            options.server, options.mrtr, options.route, options.backend, options.pool
-        );
-        let config = Config::from_toml_str(&toml).expect("valid test configuration");
+        let mut config = test_config(transport);
+        configure(&mut config);
+        config.validate().expect("valid test configuration");
         let gateway = mrtr_gateway::start(&config).await.expect("gateway starts");
         let url = format!("http://{}/mcp", gateway.local_addr());
         Harness {
@@ -199,6 +230,24 @@ impl Harness {
             http_backend,
             dir,
         }
+    }
+
+    /// The port the gateway listens on.
+    pub fn port(&self) -> u16 {
+        self.addr()
+            .rsplit(':')
+            .next()
+            .and_then(|port| port.parse().ok())
+            .expect("a port in the gateway URL")
+    }
+
+    /// `HOST:PORT` of the gateway.
+    pub fn addr(&self) -> &str {
+        self.url
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .expect("an address in the gateway URL")
     }
 
     /// Every message the backend received so far, in order.
@@ -217,6 +266,19 @@ impl Harness {
             .iter()
             .filter_map(|m| m.get("method").and_then(Value::as_str).map(String::from))
             .collect()
+    }
+
+    /// How many requests or notifications with this `method` the backend received.
+    pub fn backend_method_count(&self, method: &str) -> usize {
+        self.backend_methods()
+            .iter()
+            .filter(|m| *m == method)
+            .count()
+    }
+
+    /// The session pool of the legacy backend right now.
+    pub fn pool_stats(&self) -> PoolStats {
+        self.gateway.as_ref().expect("running").gateway().pools()[0].stats()
     }
 
     /// Waits (bounded) until the backend received a message matching `pred`.
@@ -259,6 +321,34 @@ impl Harness {
             backend.stop().await;
         }
     }
+}
+
+/// The configuration of a test gateway before the test adjusts it: `/mcp` in front of the
+/// legacy backend on a free loopback port, requestState sealed with [`TEST_STATE_KEY`], and a
+/// short drain (tests end with calls still held now and then).
+fn test_config(transport: Transport) -> Config {
+    let kind = match transport {
+        Transport::Stdio(_) => "stdio",
+        Transport::Http(_) => "http",
+    };
+    let mut config: Config = toml::from_str(&format!(
+        "[[route]]\npath = \"/mcp\"\nbackend = \"{BACKEND_NAME}\"\n\n[backend.{BACKEND_NAME}]\ntransport = \"{kind}\"\n"
+    ))
+    .expect("base test configuration");
+    config.server.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    config.server.drain_timeout = Duration::from_secs(1);
+    config.mrtr.keys = vec![TEST_STATE_KEY.to_string()];
+    config.mrtr.instance_id = Some("test-instance".into());
+    let backend = config.legacy();
+    match transport {
+        Transport::Stdio(env) => {
+            backend.command = Some(fixture_path().display().to_string());
+            backend.args = vec!["--stdio".into()];
+            backend.env = env;
+        }
+        Transport::Http(url) => backend.url = Some(url),
+    }
+    config
 }
 
 /// The gateway binary run as a user runs it, stopped on drop (`kill_on_drop`). Its stderr is

@@ -1,7 +1,9 @@
-//! Shared test support: the in-process gateway harness and the 2026-07-28 client.
+//! Shared test support: the in-process gateway harness, the 2026-07-28 client and the JSON-RPC
+//! request builders and checks the tests share.
 
 pub mod gateway;
 pub mod modern_client;
+pub mod rpc;
 
 /// Runs a test function `async fn NAME(kind: Backend)` once per backend transport.
 macro_rules! over_both_transports {

@@ -103,6 +103,17 @@ pub async fn connect_modern_with_config<H: ClientHandler>(
     Ok(client)
 }
 
+/// [`connect_modern`] to `url`, bounded to 20 s, panicking when the client cannot connect.
+pub async fn connect_in_time<H: ClientHandler>(url: &str, handler: H) -> ModernClient<H> {
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        connect_modern(url, handler),
+    )
+    .await
+    .expect("connect in time")
+    .expect("the pinned 2026-07-28 client connects")
+}
+
 /// Sends one request with extra request `_meta` merged over the connection's
 /// defaults, and returns the raw `ServerResult` without driving MRTR.
 ///

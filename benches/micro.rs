@@ -2,19 +2,15 @@
 //! `requestState`, the params digest it binds, the held-call table, validation of a typical
 //! `tools/call` POST and the stamping of its result.
 //!
-//! `cargo bench --bench micro`; `-- --quick` for a short run.
+//! `cargo bench --features internal-benches --bench micro`; `-- --quick` for a short run.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use http::{HeaderMap, HeaderValue};
 use mrtr_gateway::config::RouteConfig;
-use mrtr_gateway::front::translate::stamp_result;
-use mrtr_gateway::front::validate::validate_body;
-use mrtr_gateway::mrtr::held::HeldTable;
-use mrtr_gateway::mrtr::state::{
-    now_ms, params_digest, principal_digest, random_id, KeyRing, StatePayload,
-};
+use mrtr_gateway::internals::{now_ms, params_digest, parse, random_id, stamp_result, HeldTable, Method};
+use mrtr_gateway::state::{principal_digest, KeyRing, StatePayload};
 use serde_json::{json, Map, Value};
 
 fn typical_params() -> Map<String, Value> {
@@ -108,11 +104,11 @@ fn front(c: &mut Criterion) {
         headers.insert(name, HeaderValue::from_static(value));
     }
     assert!(
-        validate_body(&headers, &body).is_ok(),
+        parse(&headers, &body).is_ok(),
         "the benchmarked request is valid"
     );
     c.bench_function("validate/tools_call", |b| {
-        b.iter(|| validate_body(black_box(&headers), black_box(&body)).is_ok())
+        b.iter(|| parse(black_box(&headers), black_box(&body)).is_ok())
     });
 
     let route: Option<RouteConfig> =
@@ -129,7 +125,7 @@ fn front(c: &mut Criterion) {
     c.bench_function("stamp/tools_call_result", |b| {
         b.iter_batched(
             || result.clone(),
-            |result| stamp_result("tools/call", result, &route, Some(&server_info), false),
+            |result| stamp_result(Method::ToolsCall, result, &route, Some(&server_info), false),
             BatchSize::SmallInput,
         )
     });

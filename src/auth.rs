@@ -7,7 +7,6 @@
 //! bounded clock skew. Principal = issuer + " " + subject.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -21,65 +20,14 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use tokio::sync::Mutex as AsyncMutex;
 
+use crate::config::{AuthConfig, JwtConfig, MAX_LEEWAY};
 use crate::http_client::HttpClient;
 
 /// The principal of routes without authentication.
 pub const ANONYMOUS: &str = "anonymous";
-/// Longest clock skew accepted between the gateway and token issuers.
-pub const MAX_LEEWAY: Duration = Duration::from_secs(300);
 const JWKS_MAX_BYTES: usize = 1024 * 1024;
 /// Fastest re-fetch of a JWKS when a token names an unknown key (or `jwks_refresh`, if shorter).
 const JWKS_MIN_REFRESH: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(tag = "mode", rename_all = "lowercase", deny_unknown_fields)]
-pub enum AuthConfig {
-    /// No authentication: every request is the same principal.
-    #[default]
-    None,
-    /// Static bearer tokens.
-    Bearer { tokens: Vec<BearerToken> },
-    /// JWT bearer tokens.
-    Jwt(JwtConfig),
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BearerToken {
-    pub principal: String,
-    /// Hex SHA-256 of the token (preferred: the file then holds no secret).
-    #[serde(default)]
-    pub sha256: Option<String>,
-    /// The token itself, typically `"${ENV_VAR}"`; hashed when loaded.
-    #[serde(default)]
-    pub token: Option<String>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct JwtConfig {
-    pub issuer: String,
-    pub audience: String,
-    #[serde(default)]
-    pub jwks_file: Option<PathBuf>,
-    #[serde(default)]
-    pub jwks_url: Option<String>,
-    /// Accepted algorithms: any of RS256, ES256, EdDSA (default: all three).
-    #[serde(default)]
-    pub algorithms: Vec<String>,
-    #[serde(default = "default_leeway", with = "humantime_serde")]
-    pub leeway: Duration,
-    /// How often a JWKS URL is fetched again.
-    #[serde(default = "default_refresh", with = "humantime_serde")]
-    pub jwks_refresh: Duration,
-}
-
-fn default_leeway() -> Duration {
-    Duration::from_secs(30)
-}
-fn default_refresh() -> Duration {
-    Duration::from_secs(300)
-}
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum AuthError {

@@ -1,24 +1,54 @@
 //! mrtr-gateway: a Model Context Protocol gateway that serves 2026-07-28 clients in front of
 //! unmodified 2025-11-25 servers.
 //!
-//! Data flows one way: [`front`] (2026-07-28 Streamable HTTP server) → [`mrtr`] (multi
-//! round-trip bridge: held calls, `requestState`) → [`backend`] (2025-11-25 client over stdio or
-//! Streamable HTTP). [`config`] holds the file format, [`error`] the one
-//! mapping of failures onto JSON-RPC codes and HTTP statuses, [`jsonrpc`] the message shapes, and
-//! [`demo`] the built-in demo legacy server, [`telemetry`] logs and trace export.
+//! Data flows one way: [`front`] (2026-07-28 Streamable HTTP server, a stack of tower layers) →
+//! [`mrtr`] (multi round-trip bridge: call setup, held calls, `requestState`) → [`backend`]
+//! (2025-11-25 client over stdio or Streamable HTTP). Below them, leaves any layer may use:
+//! [`config`] (the file format), [`error`] (the one mapping of failures onto JSON-RPC codes and
+//! HTTP statuses), [`protocol`] (the vocabulary of both revisions), [`jsonrpc`] (message shapes),
+//! [`http_client`], [`digest`], [`metrics`] and [`telemetry`]. [`demo`] is the built-in demo
+//! legacy server.
+//!
+//! The public surface is what the binary and the integration tests use; what the fuzz targets
+//! and benchmarks reach inside is in [`internals`], built only for them.
 
-pub mod auth;
-pub mod backend;
+// No panicking shortcut on a request path; tests may use them.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod config;
 pub mod demo;
-pub mod digest;
-pub mod error;
-pub mod front;
-pub mod http_client;
-pub mod jsonrpc;
-pub mod metrics;
-pub mod mrtr;
-pub mod protocol;
 pub mod telemetry;
 
+pub(crate) mod auth;
+pub(crate) mod backend;
+pub(crate) mod digest;
+pub(crate) mod error;
+pub(crate) mod front;
+pub(crate) mod http_client;
+pub(crate) mod jsonrpc;
+pub(crate) mod metrics;
+pub(crate) mod mrtr;
+pub(crate) mod protocol;
+
+pub use auth::{b64url, token_digest};
+pub use backend::pool::{Pool, PoolStats};
 pub use front::{start, Gateway, RunningGateway, StartError};
+
+/// `requestState` as operators (key generation) and tests (states forged with a known key) use
+/// it.
+pub mod state {
+    pub use crate::mrtr::state::{generate_key, principal_digest, KeyError, KeyRing, StatePayload};
+}
+
+/// What the fuzz targets (`--cfg fuzzing`, set by cargo-fuzz) and the micro benchmarks (cargo
+/// feature `internal-benches`) exercise inside the crate. Not an API.
+#[cfg(any(fuzzing, feature = "internal-benches"))]
+pub mod internals {
+    pub use crate::front::body::check_media_types;
+    pub use crate::front::request::{decode_header_value, parse};
+    pub use crate::front::translate::stamp_result;
+    pub use crate::mrtr::held::HeldTable;
+    pub use crate::mrtr::inputs::{gate, validate_answer, Gate, InputKind, PendingInput};
+    pub use crate::mrtr::state::{now_ms, params_digest, random_id};
+    pub use crate::protocol::Method;
+}

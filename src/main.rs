@@ -174,7 +174,7 @@ fn main() -> ExitCode {
             }
         },
         Command::Keygen => {
-            println!("{}", mrtr_gateway::mrtr::state::generate_key());
+            println!("{}", mrtr_gateway::state::generate_key());
             ExitCode::SUCCESS
         }
         Command::DemoBackend => match runtime.block_on(mrtr_gateway::demo::run_stdio()) {

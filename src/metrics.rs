@@ -7,27 +7,6 @@ use prometheus::{
     IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-/// The methods that get their own label value; anything else is "other".
-const KNOWN_METHODS: &[&str] = &[
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "completion/complete",
-];
-
-pub fn method_label(method: &str) -> &'static str {
-    KNOWN_METHODS
-        .iter()
-        .find(|m| **m == method)
-        .copied()
-        .unwrap_or("other")
-}
-
 pub struct Metrics {
     registry: Registry,
     pub requests: IntCounterVec,
@@ -196,7 +175,7 @@ mod tests {
         let metrics = Metrics::new();
         metrics
             .requests
-            .with_label_values(&["/mcp", method_label("tools/call"), "ok"])
+            .with_label_values(&["/mcp", crate::protocol::Method::ToolsCall.label(), "ok"])
             .inc();
         metrics.redemptions.with_label_values(&["tampered"]).inc();
         let text = metrics.render();
@@ -207,6 +186,5 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("mrtr_redemptions_total{result=\"tampered\"} 1"));
-        assert_eq!(method_label("evil/method"), "other");
     }
 }

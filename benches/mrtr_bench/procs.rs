@@ -10,6 +10,11 @@
 //! - [`NginxProcess`]: nginx as a reverse proxy to the backend, everything under a temporary
 //!   prefix.
 //! - Resident memory (`VmRSS`), the open-files limit, and version strings.
+//!
+//! Signals, rlimits and the clock tick are libc calls: the one place of the crate's targets,
+//! with the stdio backend's SIGTERM, that needs `unsafe`.
+
+#![allow(unsafe_code)]
 
 use std::fs;
 use std::io::{BufRead, BufReader};

@@ -27,7 +27,6 @@ pub struct StdioTransport {
     outbox: Outbox<Value>,
     child: Mutex<Option<Child>>,
     tasks: Mutex<JoinSet<()>>,
-    pid: Option<u32>,
 }
 
 impl StdioTransport {
@@ -122,12 +121,7 @@ impl StdioTransport {
             outbox: Outbox::new(outbox),
             child: Mutex::new(Some(child)),
             tasks: Mutex::new(tasks),
-            pid,
         })
-    }
-
-    pub fn pid(&self) -> Option<u32> {
-        self.pid
     }
 
     pub fn send(&self, message: Value) -> Result<(), BackendError> {
@@ -145,6 +139,7 @@ impl StdioTransport {
             {
                 if let Some(pid) = child.id() {
                     // SAFETY: kill(2) with a pid we spawned and have not reaped yet.
+                    #[allow(unsafe_code)]
                     unsafe {
                         libc::kill(pid as libc::pid_t, libc::SIGTERM);
                     }

@@ -9,7 +9,7 @@ use super::{
     invalid, BackendConfig, Config, ConfigError, MrtrConfig, RouteConfig, ServerConfig,
     TransportKind,
 };
-use crate::auth::{AuthConfig, BearerToken, JwtConfig};
+use super::{AuthConfig, BearerToken, JwtConfig, JWT_ALGORITHMS, MAX_LEEWAY};
 
 /// `[server]`.
 pub(super) fn check_server(server: &ServerConfig) -> Result<(), ConfigError> {
@@ -127,11 +127,11 @@ fn check_jwt(route: usize, jwt: &JwtConfig) -> Result<(), ConfigError> {
             ));
         }
     }
-    if jwt.leeway > crate::auth::MAX_LEEWAY {
+    if jwt.leeway > MAX_LEEWAY {
         return Err(invalid(format!("{jkey}.leeway"), "must be at most 5m"));
     }
     for a in &jwt.algorithms {
-        if crate::auth::parse_algorithm(a).is_none() {
+        if !JWT_ALGORITHMS.contains(&a.as_str()) {
             return Err(invalid(
                 format!("{jkey}.algorithms"),
                 format!("{a:?} is not one of RS256, ES256, EdDSA"),

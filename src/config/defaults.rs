@@ -84,6 +84,15 @@ pub(super) fn refused_retry_grace() -> Duration {
     Duration::from_secs(5)
 }
 
+// [route.auth] (mode = "jwt")
+
+pub(super) fn jwt_leeway() -> Duration {
+    Duration::from_secs(30)
+}
+pub(super) fn jwks_refresh() -> Duration {
+    Duration::from_secs(300)
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {

@@ -14,7 +14,7 @@ impl Config {
     /// An unset variable or an unterminated `${` is an error naming the key.
     pub(super) fn expand_env_vars(&mut self) -> Result<(), ConfigError> {
         for (i, route) in self.routes.iter_mut().enumerate() {
-            if let crate::auth::AuthConfig::Bearer { tokens } = &mut route.auth {
+            if let super::AuthConfig::Bearer { tokens } = &mut route.auth {
                 for (t, token) in tokens.iter_mut().enumerate() {
                     let tkey = format!("route[{i}].auth.tokens[{t}]");
                     for secret in [token.token.as_mut(), token.sha256.as_mut()]
@@ -122,7 +122,7 @@ mod tests {
             "#,
         );
         c.expand_env_vars().unwrap();
-        let crate::auth::AuthConfig::Bearer { tokens } = &c.routes[0].auth else {
+        let crate::config::AuthConfig::Bearer { tokens } = &c.routes[0].auth else {
             panic!("bearer auth");
         };
         assert_eq!(

@@ -7,6 +7,7 @@
 //! and bearer tokens may contain `${NAME}`, replaced by the environment variable `NAME` when the
 //! configuration is loaded.
 
+mod auth;
 mod check;
 mod defaults;
 mod expand;
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use auth::{AuthConfig, BearerToken, JwtConfig, JWT_ALGORITHMS, MAX_LEEWAY};
 pub use keys::{decode_keys, KeyError, KEY_LEN};
 
 #[derive(Debug, thiserror::Error)]
@@ -196,7 +198,7 @@ pub struct RouteConfig {
     pub cache_scope: CacheScope,
     /// Who may call this route.
     #[serde(default)]
-    pub auth: crate::auth::AuthConfig,
+    pub auth: AuthConfig,
     /// This endpoint's canonical URL, for its protected resource metadata (RFC 9728). Default:
     /// derived from the request's Host.
     #[serde(default)]
@@ -334,7 +336,7 @@ impl Config {
                 backend: "demo".into(),
                 ttl_ms: 0,
                 cache_scope: defaults::cache_scope(),
-                auth: crate::auth::AuthConfig::None,
+                auth: AuthConfig::None,
                 resource: None,
                 authorization_servers: Vec::new(),
             }],

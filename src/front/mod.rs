@@ -125,7 +125,7 @@ impl Gateway {
         let needs_client = config
             .routes
             .iter()
-            .any(|r| matches!(&r.auth, crate::auth::AuthConfig::Jwt(j) if j.jwks_url.is_some()));
+            .any(|r| matches!(&r.auth, crate::config::AuthConfig::Jwt(j) if j.jwks_url.is_some()));
         let auth_client = if needs_client {
             Some(
                 crate::http_client::new_client().map_err(|source| StartError::Backend {

@@ -24,7 +24,6 @@ use crate::protocol::{
 /// What a valid request declared in `_meta`.
 #[derive(Debug, Clone)]
 pub struct RequestMeta {
-    pub protocol_version: String,
     pub client_capabilities: Value,
     pub log_level: Option<String>,
     pub progress_token: Option<Value>,
@@ -304,7 +303,6 @@ fn validate_meta(
         .collect();
     Ok((
         RequestMeta {
-            protocol_version: body_version,
             client_capabilities,
             log_level,
             progress_token,

@@ -465,11 +465,6 @@ impl<C: BackendCall> CallDriver<C> {
                     backend_id: id,
                     kind,
                     request,
-                    elicitation_id: params
-                        .as_ref()
-                        .and_then(|p| p.get("elicitationId"))
-                        .and_then(Value::as_str)
-                        .map(String::from),
                     original: (method.clone(), params.clone()),
                     deferred,
                 };
@@ -517,10 +512,6 @@ impl<C: BackendCall> CallDriver<C> {
                         backend_id: Value::Null,
                         kind,
                         request,
-                        elicitation_id: params
-                            .get("elicitationId")
-                            .and_then(Value::as_str)
-                            .map(String::from),
                         original: ("elicitation/create".into(), Some(params.clone())),
                         deferred: false,
                     });

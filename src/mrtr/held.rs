@@ -71,12 +71,8 @@ impl<T> HeldTable<T> {
     }
 
     /// Entries held right now.
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 
     /// Takes a place for one more entry of this principal, or says which limit is reached.
@@ -173,13 +169,13 @@ mod tests {
         assert_eq!(table.take("2"), Some(20));
         assert_eq!(table.take("2"), None, "taken once");
         assert_eq!(table.ids_where(|v| *v > 15), vec!["3".to_string()]);
-        assert_eq!(table.len(), 2);
+        assert_eq!(table.count(), 2);
         // An admission dropped unused gives its place back.
         let unused = table.admit("a".into()).unwrap();
         assert!(table.admit("d".into()).is_err(), "the place is taken");
         drop(unused);
         table.insert("4".into(), table.admit("d".into()).unwrap(), 40);
-        assert_eq!(table.len(), 3);
+        assert_eq!(table.count(), 3);
     }
 
     /// Admission is one step: calls admitted at the same time never exceed the limits.
@@ -211,7 +207,7 @@ mod tests {
             50,
             "exactly max_held got in"
         );
-        assert_eq!(table.len(), 50);
+        assert_eq!(table.count(), 50);
         for principal in ["p0", "p1"] {
             let count = table.per_principal.get(principal).map_or(0, |n| *n);
             assert!(count <= 30, "{principal} holds {count}, over its limit");

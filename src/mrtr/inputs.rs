@@ -47,8 +47,6 @@ pub struct PendingInput {
     pub kind: InputKind,
     /// The clean 2026-07-28 `InputRequest` (`{method, params}`).
     pub request: Value,
-    /// URL-mode elicitation, kept server-side with its `elicitationId`.
-    pub elicitation_id: Option<String>,
     /// The request as the backend sent it (method, params), to hand it back to the session
     /// if the call ends before a client saw it.
     pub original: (String, Option<Value>),
@@ -424,7 +422,6 @@ mod tests {
             backend_id: json!(1),
             kind: InputKind::Elicitation,
             request: json!({"method": "elicitation/create", "params": {"message": "m", "requestedSchema": schema}}),
-            elicitation_id: None,
             original: ("elicitation/create".into(), None),
             deferred: false,
         }

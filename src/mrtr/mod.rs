@@ -236,13 +236,9 @@ impl Bridge {
         }
     }
 
-    pub fn config(&self) -> &MrtrConfig {
-        &self.config
-    }
-
     /// Calls held right now, waiting for a retry.
     pub fn held_count(&self) -> usize {
-        self.held.len()
+        self.held.count()
     }
 
     /// Calls running right now (not held).

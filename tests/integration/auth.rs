@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use mrtr_gateway::auth::{AuthConfig, BearerToken, JwtConfig};
+use mrtr_gateway::config::{AuthConfig, BearerToken, JwtConfig};
 use mrtr_gateway::config::Config;
 use serde_json::{json, Value};
 
@@ -18,7 +18,7 @@ fn bearer_route(config: &mut Config) {
         tokens: vec![
             BearerToken {
                 principal: "alice".into(),
-                sha256: Some(mrtr_gateway::auth::token_digest("alice-secret")),
+                sha256: Some(mrtr_gateway::token_digest("alice-secret")),
                 token: None,
             },
             BearerToken {
@@ -149,7 +149,7 @@ async fn jwt_tokens_are_checked_against_a_fetched_jwks() {
         base64::engine::general_purpose::STANDARD.encode(der)
     );
     let signing = EncodingKey::from_ed_pem(pem.as_bytes()).unwrap();
-    let public = mrtr_gateway::auth::b64url(&unhex(
+    let public = mrtr_gateway::b64url(&unhex(
         "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
     ));
     // The JWKS first publishes the key as "old"; later also as "new".

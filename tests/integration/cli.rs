@@ -73,7 +73,7 @@ async fn check_config_accepts_the_examples_and_names_the_bad_key() {
 
     let key = Command::new(BIN).arg("keygen").output().await.unwrap();
     let key = String::from_utf8_lossy(&key.stdout).trim().to_string();
-    assert!(mrtr_gateway::mrtr::state::KeyRing::from_base64(&[key]).is_ok());
+    assert!(mrtr_gateway::state::KeyRing::from_base64(&[key]).is_ok());
 }
 
 /// `--listen` is validated like the file: an unauthenticated route may not leave loopback.

@@ -35,10 +35,7 @@ async fn killed_stdio_backend_fails_the_call_quickly_and_the_next_call_works() {
     });
     h.wait_for_backend("the sleep call", |m| m["params"]["name"] == "sleep")
         .await;
-    // SAFETY: signalling a child process this test started through the gateway.
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-    }
+    crate::support::signal::send(pid, libc::SIGKILL);
     let killed_at = Instant::now();
     let exchange = tokio::time::timeout(Duration::from_secs(5), slow)
         .await

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mrtr_gateway::mrtr::state::{principal_digest, KeyRing, StatePayload};
+use mrtr_gateway::state::{principal_digest, KeyRing, StatePayload};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, Root};
 use serde_json::{json, Value};
 
@@ -288,7 +288,7 @@ async fn hostile_retries_are_refused_before_the_backend_hears_anything(kind: Bac
         .unwrap()
         .open(&token)
         .unwrap();
-    let other_key = mrtr_gateway::mrtr::state::generate_key();
+    let other_key = mrtr_gateway::state::generate_key();
     refuse(
         retry_of(&first, json!(5), good.clone(), &forge(&genuine, &other_key)),
         "tampered",
@@ -596,10 +596,7 @@ async fn a_backend_killed_while_a_call_is_held_gives_a_clear_error() {
     let first = tool_call(json!(2), "ask_name", json!({}), &elicitation_caps());
     let round = input_required(&post_raw(&h.url, &first).await);
     let key = key_of(&round, "elicitation/create");
-    // SAFETY: signalling a child process this test started through the gateway.
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-    }
+    crate::support::signal::send(pid, libc::SIGKILL);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let retry = post_raw(
         &h.url,
@@ -895,7 +892,7 @@ async fn held_calls_are_bounded_per_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_rotate_without_restart() {
-    use mrtr_gateway::mrtr::state::generate_key;
+    use mrtr_gateway::state::generate_key;
     let dir = tempfile::tempdir().unwrap();
     let keys_file = dir.path().join("keys");
     let (old, new) = (generate_key(), generate_key());

@@ -12,7 +12,7 @@ use crate::support::rpc::{caps_from, no_caps, tool_call};
 async fn wait_for_stats(
     h: &Harness,
     what: &str,
-    pred: impl Fn(mrtr_gateway::backend::pool::PoolStats) -> bool,
+    pred: impl Fn(mrtr_gateway::PoolStats) -> bool,
 ) {
     for _ in 0..100 {
         if pred(h.pool_stats()) {

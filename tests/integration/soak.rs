@@ -169,10 +169,7 @@ async fn two_thousand_flows_survive_backend_kills() {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 for pid in backend_pids(&h) {
-                    // SAFETY: SIGKILL to a backend process started by this test's gateway.
-                    unsafe {
-                        libc::kill(pid, libc::SIGKILL);
-                    }
+                    crate::support::signal::send(pid, libc::SIGKILL);
                     kills += 1;
                 }
             }

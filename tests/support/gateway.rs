@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use mrtr_gateway::backend::pool::PoolStats;
+use mrtr_gateway::PoolStats;
 use mrtr_gateway::config::{BackendConfig, Config, RouteConfig, StaticRoot, UnsolicitedPolicy};
 use mrtr_gateway::RunningGateway;
 use serde_json::Value;
@@ -413,8 +413,7 @@ impl GatewayProcess {
     /// it) and returns its exit status (`None` when it had to be killed) and all of its stderr.
     pub async fn stop(mut self) -> (Option<std::process::ExitStatus>, String) {
         if let Some(pid) = self.child.id() {
-            // SAFETY: signalling our own child by its PID.
-            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+            crate::support::signal::send(pid as i32, libc::SIGTERM);
         }
         let status = match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
             Ok(status) => status.ok(),

@@ -4,6 +4,7 @@
 pub mod gateway;
 pub mod modern_client;
 pub mod rpc;
+pub mod signal;
 
 /// Runs a test function `async fn NAME(kind: Backend)` once per backend transport.
 macro_rules! over_both_transports {

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mrtr_gateway::mrtr::inputs::{gate, validate_answer, Gate, InputKind, PendingInput};
+use mrtr_gateway::internals::{gate, validate_answer, Gate, InputKind, PendingInput};
 use serde_json::{json, Value};
 
 fuzz_target!(|data: &[u8]| {
@@ -19,7 +19,6 @@ fuzz_target!(|data: &[u8]| {
                 backend_id: json!(1),
                 kind,
                 request,
-                elicitation_id: None,
                 original: (method.into(), Some(value.clone())),
                 deferred: false,
             };
@@ -34,7 +33,6 @@ fuzz_target!(|data: &[u8]| {
         backend_id: json!(1),
         kind: InputKind::Elicitation,
         request: json!({"method": "elicitation/create", "params": {"message": "m", "requestedSchema": value.get("schema").cloned().unwrap_or(json!({}))}}),
-        elicitation_id: None,
         original: ("elicitation/create".into(), None),
         deferred: false,
     };

@@ -4,7 +4,7 @@
 
 use http::{HeaderMap, HeaderValue};
 use libfuzzer_sys::fuzz_target;
-use mrtr_gateway::front::validate::{check_media_types, decode_header_value, validate_body};
+use mrtr_gateway::internals::{check_media_types, decode_header_value, parse};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, body)) = data.split_first() else {
@@ -29,5 +29,5 @@ fuzz_target!(|data: &[u8]| {
         headers.insert("mcp-name", value);
     }
     let _ = check_media_types(&headers);
-    let _ = validate_body(&headers, body);
+    let _ = parse(&headers, body);
 });

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mrtr_gateway::mrtr::state::{KeyRing, StatePayload};
+use mrtr_gateway::state::{KeyRing, StatePayload};
 
 const KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 

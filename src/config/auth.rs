@@ -1,0 +1,56 @@
+//! The `auth` table of a route: which clients may call it and how they prove it. The checks of
+//! tokens themselves are `crate::auth`'s.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Longest clock skew accepted between the gateway and token issuers.
+pub const MAX_LEEWAY: Duration = Duration::from_secs(300);
+
+/// JWT signature algorithms the gateway verifies.
+pub const JWT_ALGORITHMS: &[&str] = &["RS256", "ES256", "EdDSA"];
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(tag = "mode", rename_all = "lowercase", deny_unknown_fields)]
+pub enum AuthConfig {
+    /// No authentication: every request is the same principal.
+    #[default]
+    None,
+    /// Static bearer tokens.
+    Bearer { tokens: Vec<BearerToken> },
+    /// JWT bearer tokens.
+    Jwt(JwtConfig),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BearerToken {
+    pub principal: String,
+    /// Hex SHA-256 of the token (preferred: the file then holds no secret).
+    #[serde(default)]
+    pub sha256: Option<String>,
+    /// The token itself, typically `"${ENV_VAR}"`; hashed when loaded.
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    pub issuer: String,
+    pub audience: String,
+    #[serde(default)]
+    pub jwks_file: Option<PathBuf>,
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// Accepted algorithms: any of RS256, ES256, EdDSA (default: all three).
+    #[serde(default)]
+    pub algorithms: Vec<String>,
+    #[serde(default = "super::defaults::jwt_leeway", with = "humantime_serde")]
+    pub leeway: Duration,
+    /// How often a JWKS URL is fetched again.
+    #[serde(default = "super::defaults::jwks_refresh", with = "humantime_serde")]
+    pub jwks_refresh: Duration,
+}

@@ -9,7 +9,9 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use http::{HeaderMap, HeaderValue};
 use mrtr_gateway::config::RouteConfig;
-use mrtr_gateway::internals::{now_ms, params_digest, parse, random_id, stamp_result, HeldTable, Method};
+use mrtr_gateway::internals::{
+    now_ms, params_digest, parse, random_id, stamp_result, HeldTable, Method,
+};
 use mrtr_gateway::state::{principal_digest, KeyRing, StatePayload};
 use serde_json::{json, Map, Value};
 
@@ -35,7 +37,11 @@ fn payload() -> StatePayload {
         route: "/mcp/tickets".into(),
         principal: principal_digest("alice@example.com"),
         method: "tools/call".into(),
-        params_digest: params_digest("tools/call", &typical_params()),
+        params_digest: params_digest(
+            Method::ToolsCall,
+            Some("search_tickets"),
+            typical_params().get("arguments"),
+        ),
         round: 1,
         expires_ms: now_ms() + 300_000,
     }
@@ -57,7 +63,13 @@ fn request_state(c: &mut Criterion) {
     group.finish();
     let params = typical_params();
     c.bench_function("params_digest/tools_call", |b| {
-        b.iter(|| params_digest("tools/call", black_box(&params)))
+        b.iter(|| {
+            params_digest(
+                Method::ToolsCall,
+                black_box(Some("search_tickets")),
+                black_box(params.get("arguments")),
+            )
+        })
     });
 }
 

@@ -22,6 +22,7 @@ use tokio::sync::Mutex as AsyncMutex;
 
 use crate::config::{AuthConfig, JwtConfig, MAX_LEEWAY};
 use crate::http_client::HttpClient;
+use crate::sync::RwLockRecovered;
 
 /// The principal of routes without authentication.
 pub const ANONYMOUS: &str = "anonymous";
@@ -224,7 +225,7 @@ impl JwtVerifier {
     }
 
     fn current(&self) -> Arc<KeySet> {
-        self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.keys.read_recovered().clone()
     }
 
     /// Re-fetches a JWKS URL when stale (or `force`d by an unknown key id), at most every 30 s.
@@ -241,11 +242,11 @@ impl JwtVerifier {
             .await
             .and_then(|set| key_set(&set, &self.algorithms))
         {
-            Ok(set) => *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set),
+            Ok(set) => *self.keys.write_recovered() = Arc::new(set),
             Err(e) => {
                 tracing::warn!(error = %e, "JWKS refresh failed; keeping the previous keys");
                 // A failed fetch counts as an attempt: no retry storm while the issuer is down.
-                let mut keys = self.keys.write().unwrap_or_else(|p| p.into_inner());
+                let mut keys = self.keys.write_recovered();
                 *keys = Arc::new(KeySet {
                     keys: keys.keys.clone(),
                     fetched: Instant::now(),

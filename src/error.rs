@@ -79,8 +79,6 @@ pub enum GatewayError {
     RequestTimeout(String),
     #[error("Gateway busy: {0}")]
     Busy(String),
-    #[error("Backend unavailable: {0}")]
-    BackendUnavailable(String),
     #[error("Backend timed out: {0}")]
     BackendTimeout(String),
     /// No session could be lent.
@@ -192,7 +190,6 @@ impl GatewayError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::BackendUnavailable(_) => StatusCode::BAD_GATEWAY,
             Self::BackendTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Pool(PoolError::Closed | PoolError::QueueTimeout { .. })
             | Self::Upstream(BackendError::Busy(_)) => StatusCode::SERVICE_UNAVAILABLE,
@@ -262,9 +259,6 @@ impl GatewayError {
             )
             .with_data(json!({ "reason": reason.as_str() })),
             Self::Busy(m) => JsonRpcError::new(codes::INTERNAL_ERROR, format!("Gateway busy: {m}")),
-            Self::BackendUnavailable(m) => {
-                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend unavailable: {m}"))
-            }
             Self::BackendTimeout(m) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend timed out: {m}"))
             }
@@ -331,6 +325,40 @@ mod tests {
         );
         assert_eq!(shaped.to_jsonrpc().code, codes::MISSING_CLIENT_CAPABILITY);
         assert_eq!(shaped.http_status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn layered_errors_keep_their_codes_statuses_and_messages() {
+        let queue = GatewayError::from(PoolError::QueueTimeout {
+            backend: "b".into(),
+            wait: std::time::Duration::from_secs(5),
+        });
+        assert_eq!(queue.http_status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(
+            queue.to_jsonrpc().message,
+            "Gateway busy: no session of backend b became free within 5s"
+        );
+        let start = GatewayError::from(PoolError::Start(BackendError::Spawn("no such file".into())));
+        assert_eq!(start.http_status(), StatusCode::BAD_GATEWAY);
+        assert_eq!(
+            start.to_jsonrpc().message,
+            "Backend unavailable: cannot start backend: no such file"
+        );
+        let lost = GatewayError::from(BackendError::Closed("eof".into()));
+        assert_eq!(lost.http_status(), StatusCode::BAD_GATEWAY);
+        assert_eq!(lost.to_jsonrpc().code, codes::INTERNAL_ERROR);
+        let busy = GatewayError::from(BackendError::Busy("roots withdrawn".into()));
+        assert_eq!(busy.http_status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(busy.to_jsonrpc().message, "Gateway busy: roots withdrawn");
+        let held = GatewayError::from(HeldError::PrincipalFull(3));
+        assert_eq!(held.http_status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            held.to_jsonrpc().message,
+            "Too many calls waiting for input: 3 of this client's calls are waiting for input"
+        );
+        // The cause stays reachable.
+        let source = std::error::Error::source(&start).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("cannot start backend: no such file"));
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub(crate) mod jsonrpc;
 pub(crate) mod metrics;
 pub(crate) mod mrtr;
 pub(crate) mod protocol;
+pub(crate) mod sync;
 
 pub use auth::{b64url, token_digest};
 pub use backend::pool::{Pool, PoolStats};

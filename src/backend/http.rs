@@ -29,6 +29,7 @@ use tokio::task::JoinSet;
 
 use super::{BackendError, BackendSpec, Outbox, TransportEvent};
 use crate::http_client::HttpClient;
+use crate::sync::{LockRecovered, RwLockRecovered};
 
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
@@ -135,7 +136,7 @@ impl HttpTransport {
         if self.one_way_queued.load(Ordering::Acquire) > 0 {
             return self.outbox.send(Outgoing::Message(message));
         }
-        let mut requests = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+        let mut requests = self.requests.lock_recovered();
         let Some(requests) = requests.as_mut() else {
             return Err(BackendError::Closed("transport shut down".into()));
         };
@@ -146,25 +147,18 @@ impl HttpTransport {
     }
 
     pub fn initialized(&self, protocol_version: &str) {
-        if let (Ok(value), Ok(mut slot)) = (
-            HeaderValue::from_str(protocol_version),
-            self.shared.protocol_version.write(),
-        ) {
-            *slot = Some(value);
+        if let Ok(value) = HeaderValue::from_str(protocol_version) {
+            *self.shared.protocol_version.write_recovered() = Some(value);
         }
         let _ = self.outbox.send(Outgoing::OpenStandaloneStream);
     }
 
     pub async fn shutdown(&self) {
-        let requests = self
-            .requests
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let requests = self.requests.lock_recovered().take();
         // Dropping the set aborts the requests still waiting for answers.
         drop(requests);
         self.outbox.close();
-        let writer = self.writer.lock().ok().and_then(|mut w| w.take());
+        let writer = self.writer.lock_recovered().take();
         if let Some(mut writer) = writer {
             // Messages already queued (a cancellation, say) still go out; requests still
             // waiting for answers are dropped with the writer's tasks.
@@ -196,10 +190,8 @@ impl HttpTransport {
 
 impl Drop for HttpTransport {
     fn drop(&mut self) {
-        if let Ok(mut writer) = self.writer.lock() {
-            if let Some(w) = writer.take() {
-                w.abort();
-            }
+        if let Some(writer) = self.writer.lock_recovered().take() {
+            writer.abort();
         }
     }
 }
@@ -240,7 +232,7 @@ async fn write_loop(
 
 impl Shared {
     fn session_id(&self) -> Option<HeaderValue> {
-        self.session_id.read().ok().and_then(|s| s.clone())
+        self.session_id.read_recovered().clone()
     }
 
     fn request(
@@ -268,7 +260,7 @@ impl Shared {
             if let Some(sid) = self.session_id() {
                 headers.insert(SESSION_ID, sid);
             }
-            if let Some(version) = self.protocol_version.read().ok().and_then(|v| v.clone()) {
+            if let Some(version) = self.protocol_version.read_recovered().clone() {
                 headers.insert(PROTOCOL_VERSION, version);
             }
             if let Some(id) = last_event_id.and_then(|id| HeaderValue::from_str(id).ok()) {
@@ -315,10 +307,9 @@ impl Shared {
         request_id: Option<&Value>,
     ) -> Option<hyper::Response<Incoming>> {
         if let Some(sid) = response.headers().get(SESSION_ID) {
-            if let Ok(mut slot) = self.session_id.write() {
-                if slot.is_none() {
-                    *slot = Some(sid.clone());
-                }
+            let mut slot = self.session_id.write_recovered();
+            if slot.is_none() {
+                *slot = Some(sid.clone());
             }
         }
         let status = response.status();

@@ -18,6 +18,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::config::{BackendConfig, TransportKind};
+use crate::sync::LockRecovered;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum BackendError {
@@ -127,7 +128,7 @@ impl<T> Outbox<T> {
     }
 
     pub fn send(&self, item: T) -> Result<(), BackendError> {
-        let guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let guard = self.0.lock_recovered();
         match guard.as_ref() {
             Some(tx) => tx
                 .send(item)
@@ -137,6 +138,6 @@ impl<T> Outbox<T> {
     }
 
     pub fn close(&self) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.0.lock_recovered().take();
     }
 }

@@ -8,7 +8,9 @@
 //! past `idle_timeout`, backs off when sessions fail to start, and answers a caller that waited
 //! `queue_wait` without a session with a clear error.
 //!
-//! Task: one maintenance task per pool, stopped by [`Pool::shutdown`] or when the pool is dropped.
+//! Tasks: one maintenance task per pool and the background work it and returned sessions need
+//! (closing, asking a backend for roots again), all on the pool's one task tracker; they end
+//! with the pool's stop token, cancelled by [`Pool::shutdown`], the gateway's shutdown or drop.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -24,6 +26,7 @@ use super::{BackendError, BackendSpec};
 use crate::config::UnsolicitedPolicy;
 
 use crate::metrics::Metrics;
+use crate::sync::{LockRecovered, RwLockRecovered};
 
 /// Why no session could be lent.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -147,13 +150,12 @@ struct PoolInner {
 
 pub struct Pool {
     inner: Arc<PoolInner>,
-    maintenance: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for Pool {
+    /// Maintenance and background work end with the pool.
     fn drop(&mut self) {
         self.inner.stop.cancel();
-        self.maintenance.abort();
     }
 }
 
@@ -165,7 +167,9 @@ pub struct PoolStats {
 }
 
 impl Pool {
-    pub fn new(spec: Arc<BackendSpec>, metrics: Arc<Metrics>) -> Self {
+    /// A pool whose tasks end when `stop` (a child of the gateway's shutdown token) is
+    /// cancelled, or when it is dropped.
+    pub fn new(spec: Arc<BackendSpec>, metrics: Arc<Metrics>, stop: CancellationToken) -> Self {
         let max = spec.config.pool.max_sessions;
         // Profiles warmed from the start, for unauthenticated callers: their first call does
         // not wait for a backend to start.
@@ -195,10 +199,10 @@ impl Pool {
             }),
             background: TaskTracker::new(),
             init_roots: Arc::default(),
-            stop: CancellationToken::new(),
+            stop,
         });
-        let maintenance = tokio::spawn(maintain(inner.clone()));
-        Self { inner, maintenance }
+        inner.background.spawn(maintain(inner.clone()));
+        Self { inner }
     }
 
     /// How long a call of this backend may take to answer.
@@ -212,7 +216,7 @@ impl Pool {
 
     /// The most recent `InitializeResult` of this backend, if any session started yet.
     pub fn cached_init(&self) -> Option<Arc<Value>> {
-        self.inner.init_cache.read().ok().and_then(|c| c.clone())
+        self.inner.init_cache.read_recovered().clone()
     }
 
     /// A session of this backend initialized at least once and starting sessions works now.
@@ -220,8 +224,7 @@ impl Pool {
         let backing_off = self
             .inner
             .backoff
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_recovered()
             .until
             .is_some_and(|u| u > Instant::now());
         self.cached_init().is_some() && !backing_off
@@ -355,7 +358,7 @@ fn profile_for(spec: &BackendSpec, client_capabilities: &Value) -> Value {
 
 impl PoolInner {
     fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<PoolKey, KeyState>> {
-        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+        self.keys.lock_recovered()
     }
 
     fn take_idle(&self, key: &PoolKey, profile: &Value, purpose: Purpose) -> Option<Session> {
@@ -413,7 +416,7 @@ impl PoolInner {
         permit: OwnedSemaphorePermit,
         deadline: Instant,
     ) -> Result<Session, PoolError> {
-        let wait_until = self.backoff.lock().unwrap_or_else(|p| p.into_inner()).until;
+        let wait_until = self.backoff.lock_recovered().until;
         if let Some(until) = wait_until.filter(|u| *u > Instant::now()) {
             if until > deadline {
                 return Err(PoolError::BackingOff(self.spec.name.clone()));
@@ -436,13 +439,11 @@ impl PoolInner {
     /// `server/discover` and result stamping use.
     fn started(&self, session: &Session) {
         self.record_start(true);
-        let mut backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        let mut backoff = self.backoff.lock_recovered();
         backoff.failures = 0;
         backoff.until = None;
         drop(backoff);
-        if let Ok(mut cache) = self.init_cache.write() {
-            *cache = Some(session.init_result());
-        }
+        *self.init_cache.write_recovered() = Some(session.init_result());
     }
 
     fn record_start(&self, ok: bool) {
@@ -454,7 +455,7 @@ impl PoolInner {
 
     fn record_failure(&self, error: &BackendError) {
         self.record_start(false);
-        let mut backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        let mut backoff = self.backoff.lock_recovered();
         backoff.failures = backoff.failures.saturating_add(1);
         let delay = FIRST_BACKOFF
             .saturating_mul(1u32 << backoff.failures.min(10).saturating_sub(1))
@@ -593,8 +594,7 @@ async fn maintain(inner: Arc<PoolInner>) {
         }
         let backing_off = inner
             .backoff
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .lock_recovered()
             .until
             .is_some_and(|u| u > Instant::now());
         if backing_off {

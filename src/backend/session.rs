@@ -25,12 +25,11 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
-use super::{
-    BackendError, BackendSpec, Transport, TransportEvent,
-};
+use super::{BackendError, BackendSpec, Transport, TransportEvent};
 use crate::config::UnsolicitedPolicy;
 use crate::jsonrpc::{self, codes, JsonRpcError, Message};
 use crate::protocol::{ACCEPTED_BACKEND_VERSIONS, BACKEND_PROTOCOL_VERSION};
+use crate::sync::LockRecovered;
 
 /// Server requests kept for the next call of an idle session, at most.
 const MAX_DEFERRED: usize = 32;
@@ -203,7 +202,7 @@ pub struct SessionCore {
 impl SessionCore {
     fn routing(&self) -> std::sync::MutexGuard<'_, Routing> {
         // A poisoned lock only means another thread panicked mid-update; the map is still usable.
-        self.routing.lock().unwrap_or_else(|p| p.into_inner())
+        self.routing.lock_recovered()
     }
 
     fn register(&self, sink: mpsc::Sender<CallEvent>, active: bool) -> Result<u64, BackendError> {
@@ -779,12 +778,7 @@ impl Session {
         if !logs {
             return Ok(());
         }
-        let current = self
-            .core
-            .log_level
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let current = self.core.log_level.lock_recovered().clone();
         if current.as_deref() == Some(level) {
             return Ok(());
         }
@@ -793,11 +787,7 @@ impl Session {
             .await?
         {
             Ok(_) => {
-                *self
-                    .core
-                    .log_level
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner()) = Some(level.to_string());
+                *self.core.log_level.lock_recovered() = Some(level.to_string());
                 Ok(())
             }
             Err(e) => {

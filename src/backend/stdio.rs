@@ -17,6 +17,7 @@ use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
 use super::{BackendError, BackendSpec, Outbox, TransportEvent};
+use crate::sync::LockRecovered;
 
 /// Longest line accepted from a backend's stdout.
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -131,7 +132,7 @@ impl StdioTransport {
     /// stdin EOF, wait; SIGTERM, wait; then SIGKILL (the 2025-11-25 shutdown sequence).
     pub async fn shutdown(&self) {
         self.outbox.close();
-        let child = self.child.lock().ok().and_then(|mut c| c.take());
+        let child = self.child.lock_recovered().take();
         if let Some(mut child) = child {
             if tokio::time::timeout(EXIT_GRACE, child.wait())
                 .await
@@ -152,8 +153,6 @@ impl StdioTransport {
                 }
             }
         }
-        if let Ok(mut tasks) = self.tasks.lock() {
-            tasks.abort_all();
-        }
+        self.tasks.lock_recovered().abort_all();
     }
 }

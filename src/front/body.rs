@@ -138,7 +138,10 @@ where
     }
 }
 
-async fn read<B>(request: Request<B>, limits: &ReadBodyLayer) -> Result<Request<Bytes>, GatewayError>
+async fn read<B>(
+    request: Request<B>,
+    limits: &ReadBodyLayer,
+) -> Result<Request<Bytes>, GatewayError>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<tower::BoxError>,
@@ -155,9 +158,12 @@ where
         return Err(too_large);
     }
     let (parts, body) = request.into_parts();
-    let collected = tokio::time::timeout(limits.timeout, Limited::new(body, limits.max_bytes).collect())
-        .await
-        .map_err(|_| GatewayError::RequestTimeout("the request body did not arrive in time".into()))?;
+    let collected = tokio::time::timeout(
+        limits.timeout,
+        Limited::new(body, limits.max_bytes).collect(),
+    )
+    .await
+    .map_err(|_| GatewayError::RequestTimeout("the request body did not arrive in time".into()))?;
     match collected {
         Ok(collected) => {
             let bytes = collected.to_bytes();

@@ -74,7 +74,10 @@ impl Dispatch {
                     .await?;
                 let result = translate::discover_result(&init, &route.config);
                 Ok(labeled(
-                    json_response(StatusCode::OK, &jsonrpc::result_response(request.id, result)),
+                    json_response(
+                        StatusCode::OK,
+                        &jsonrpc::result_response(request.id, result),
+                    ),
                     Method::Discover,
                     "ok",
                 ))
@@ -87,7 +90,9 @@ impl Dispatch {
                 if method == Method::ToolsCall {
                     let name = request.target.as_deref().unwrap_or_default();
                     tracing::Span::current().record("tool", name);
-                    route.tool_headers.check(name, request.arguments(), headers)?;
+                    route
+                        .tool_headers
+                        .check(name, request.arguments(), headers)?;
                 }
                 self.forward(request, principal).await
             }
@@ -103,6 +108,7 @@ impl Dispatch {
         let McpRequest {
             id,
             method,
+            target,
             request_state,
             input_responses,
             meta,
@@ -143,6 +149,7 @@ impl Dispatch {
             route: self.route.config.path.clone(),
             principal,
             method,
+            target,
             params,
             continuation,
             client_capabilities: meta.client_capabilities,

@@ -76,11 +76,13 @@ fn route_stack(
         // tower-http wraps what it catches in its own body type.
         .map_response(|response: Response<_>| response.map(http_body_util::BodyExt::boxed_unsync))
         .layer(CatchPanicLayer::custom(reply::panicked))
-        .layer(ValidateRequestHeaderLayer::custom(origin::OriginPolicy::new(
-            server.listen.ip().is_loopback(),
-            server.allowed_hosts.as_deref(),
-            server.allowed_origins.as_deref(),
-        )))
+        .layer(ValidateRequestHeaderLayer::custom(
+            origin::OriginPolicy::new(
+                server.listen.ip().is_loopback(),
+                server.allowed_hosts.as_deref(),
+                server.allowed_origins.as_deref(),
+            ),
+        ))
         .layer(ValidateRequestHeaderLayer::custom(origin::PostOnly))
         .layer(AsyncRequireAuthorizationLayer::new(authn::Authenticate {
             route: route.clone(),
@@ -92,7 +94,9 @@ fn route_stack(
             metrics: route.metrics.clone(),
         })
         .layer(request::ParseLayer)
-        .layer(ValidateRequestHeaderLayer::custom(drain::Drain(drain.clone())))
+        .layer(ValidateRequestHeaderLayer::custom(drain::Drain(
+            drain.clone(),
+        )))
         .service(dispatch::Dispatch {
             route: route.clone(),
             bridge: bridge.clone(),
@@ -106,13 +110,17 @@ pub struct Gateway {
     pools: Vec<Arc<Pool>>,
     bridge: Arc<Bridge>,
     metrics: Arc<Metrics>,
-    /// Cancelled at shutdown: only retries of held calls are still served.
+    /// The root of shutdown: when cancelled, every task of the gateway ends. Pools, the bridge
+    /// and the admin side hold child tokens.
+    shutdown: CancellationToken,
+    /// A child of `shutdown`, cancelled first: only retries of held calls are still served.
     drain: CancellationToken,
 }
 
 impl Gateway {
     pub fn new(config: &Config) -> Result<Arc<Self>, StartError> {
         let metrics = Arc::new(Metrics::new());
+        let shutdown = CancellationToken::new();
         let mut pools: HashMap<&str, Arc<Pool>> = HashMap::new();
         for (name, backend) in &config.backends {
             let spec =
@@ -120,7 +128,10 @@ impl Gateway {
                     name: name.clone(),
                     source,
                 })?;
-            pools.insert(name, Arc::new(Pool::new(spec, metrics.clone())));
+            pools.insert(
+                name,
+                Arc::new(Pool::new(spec, metrics.clone(), shutdown.child_token())),
+            );
         }
         let needs_client = config
             .routes
@@ -143,8 +154,14 @@ impl Gateway {
             KeyRing::from_base64(&keys)?
         };
         let instance = config.mrtr.instance_id.clone().unwrap_or_else(random_id);
-        let bridge = Bridge::new(config.mrtr.clone(), keys, instance, metrics.clone());
-        let drain = CancellationToken::new();
+        let bridge = Bridge::new(
+            config.mrtr.clone(),
+            keys,
+            instance,
+            metrics.clone(),
+            shutdown.child_token(),
+        );
+        let drain = shutdown.child_token();
         let mut routes = HashMap::new();
         for route in &config.routes {
             let auth = Authenticator::new(&route.auth, auth_client.clone()).map_err(|source| {
@@ -171,6 +188,7 @@ impl Gateway {
             pools: pools.into_values().collect(),
             bridge,
             metrics,
+            shutdown,
             drain,
         }))
     }
@@ -179,7 +197,10 @@ impl Gateway {
     pub async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
         let path = request.uri().path();
         if let Some(route_path) = path.strip_prefix(RESOURCE_METADATA_PATH) {
-            if let Some((route, _)) = self.routes.get(route_path).filter(|(r, _)| r.auth.required())
+            if let Some((route, _)) = self
+                .routes
+                .get(route_path)
+                .filter(|(r, _)| r.auth.required())
             {
                 return route.resource_metadata(&request);
             }
@@ -204,9 +225,14 @@ impl Gateway {
         self.drain.is_cancelled()
     }
 
-    /// From now on only retries of held calls are served.
-    fn start_drain(&self) {
-        self.drain.cancel();
+    /// A token cancelled when the drain starts.
+    fn drain_token(&self) -> CancellationToken {
+        self.drain.clone()
+    }
+
+    /// A token for a task that ends with the gateway.
+    fn child_token(&self) -> CancellationToken {
+        self.shutdown.child_token()
     }
 
     pub fn running_calls(&self) -> usize {
@@ -236,16 +262,18 @@ impl Gateway {
     }
 
     /// Reads the `requestState` keys again (key rotation without restart).
-    pub fn reload_keys(&self) -> Result<(), String> {
+    pub fn reload_keys(&self) -> Result<(), crate::mrtr::ReloadError> {
         self.bridge.reload_keys()
     }
 
-    /// Ends held calls, then closes every backend session politely.
-    pub async fn close_backends(&self, grace: Duration) {
+    /// Ends held calls, then closes every backend session politely; then everything else the
+    /// gateway started ends.
+    async fn close(&self, grace: Duration) {
         self.bridge.shutdown(grace).await;
         for pool in &self.pools {
             pool.shutdown().await;
         }
+        self.shutdown.cancel();
     }
 
     pub fn pools(&self) -> &[Arc<Pool>] {

@@ -91,7 +91,6 @@ fn strip_port(host: &str) -> &str {
     host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
 
-
 /// The allow-lists as a layer's check. HTTP/2 sends the authority in the URI, not in `Host`.
 impl<B> ValidateRequest<B> for OriginPolicy {
     type ResponseBody = Body;
@@ -133,7 +132,6 @@ mod tests {
     fn policy() -> OriginPolicy {
         OriginPolicy::new(true, None, None)
     }
-
 
     #[test]
     fn host_and_origin_allow_lists() {

@@ -77,7 +77,9 @@ pub enum Inbound {
     Request(Box<McpRequest>),
     /// Accepted with 202; nothing is forwarded (2026-07-28 defines no client notifications on
     /// HTTP).
-    Notification { method: String },
+    Notification {
+        method: String,
+    },
 }
 
 /// A validation failure, with the request id when it could be read.

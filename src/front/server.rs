@@ -17,7 +17,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{admin, Gateway};
@@ -54,12 +53,9 @@ pub enum StartError {
 pub struct RunningGateway {
     local_addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
-    /// The root of shutdown: cancelling it starts the drain; the side tasks' token is its child.
-    stop: CancellationToken,
     task: tokio::task::JoinHandle<()>,
-    /// The admin listener and the readiness probes; they end with the gateway.
+    /// The admin listener and the readiness probes; they end with the gateway's shutdown token.
     side_tasks: TaskTracker,
-    side_stop: CancellationToken,
     gateway: Arc<Gateway>,
 }
 
@@ -79,10 +75,10 @@ impl RunningGateway {
     /// Stops accepting, lets in-flight requests finish within the drain timeout, then closes
     /// backend sessions.
     pub async fn shutdown(self) {
-        self.stop.cancel();
+        // The accept loop drains, closes the gateway and ends; the admin surface reports the
+        // drain until then.
+        self.gateway.drain_token().cancel();
         let _ = self.task.await;
-        // The admin surface reports the drain until the MCP side is done.
-        self.side_stop.cancel();
         self.side_tasks.close();
         self.side_tasks.wait().await;
     }
@@ -98,16 +94,13 @@ pub async fn start(config: &Config) -> Result<RunningGateway, StartError> {
     let local_addr = listener
         .local_addr()
         .map_err(|source| StartError::Bind { addr, source })?;
-    let stop = CancellationToken::new();
     let task = tokio::spawn(serve(
         listener,
         gateway.clone(),
-        stop.clone(),
         config.server.drain_timeout,
         config.server.max_connections,
     ));
     tracing::info!(%local_addr, routes = ?config.routes.iter().map(|r| &r.path).collect::<Vec<_>>(), "mrtr-gateway listening");
-    let side_stop = CancellationToken::new();
     let side_tasks = TaskTracker::new();
     let mut admin_addr = None;
     if let Some(addr) = config.server.admin_listen {
@@ -115,19 +108,21 @@ pub async fn start(config: &Config) -> Result<RunningGateway, StartError> {
             .await
             .map_err(|source| StartError::Bind { addr, source })?;
         admin_addr = listener.local_addr().ok();
-        side_tasks.spawn(admin::serve(listener, gateway.clone(), side_stop.clone()));
+        side_tasks.spawn(admin::serve(
+            listener,
+            gateway.clone(),
+            gateway.child_token(),
+        ));
         for pool in gateway.pools().to_vec() {
-            side_tasks.spawn(admin::probe_until_ready(pool, side_stop.clone()));
+            side_tasks.spawn(admin::probe_until_ready(pool, gateway.child_token()));
         }
         tracing::info!(admin = ?admin_addr, "admin listener up");
     }
     Ok(RunningGateway {
         local_addr,
         admin_addr,
-        stop,
         task,
         side_tasks,
-        side_stop,
         gateway,
     })
 }
@@ -135,7 +130,6 @@ pub async fn start(config: &Config) -> Result<RunningGateway, StartError> {
 async fn serve(
     listener: TcpListener,
     gateway: Arc<Gateway>,
-    stop: CancellationToken,
     drain_timeout: Duration,
     max_connections: usize,
 ) {
@@ -150,10 +144,10 @@ async fn serve(
     let mut connections = tokio::task::JoinSet::new();
     let mut drain_deadline: Option<tokio::time::Instant> = None;
     let mut drain_tick = tokio::time::interval(Duration::from_millis(50));
+    let drain = gateway.drain_token();
     loop {
         tokio::select! {
-            _ = stop.cancelled(), if drain_deadline.is_none() => {
-                gateway.start_drain();
+            _ = drain.cancelled(), if drain_deadline.is_none() => {
                 drain_deadline = Some(tokio::time::Instant::now() + drain_timeout);
                 tracing::info!(held = gateway.held_calls(), "draining");
             }
@@ -201,7 +195,7 @@ async fn serve(
     drop(listener);
     // Held calls end first (their backends see cancellation), then open connections get a
     // short grace to finish writing.
-    gateway.close_backends(CONNECTION_GRACE).await;
+    gateway.close(CONNECTION_GRACE).await;
     if tokio::time::timeout(CONNECTION_GRACE, graceful.shutdown())
         .await
         .is_err()

@@ -149,7 +149,13 @@ mod tests {
         assert_eq!(out["_meta"][META_SERVER_INFO], info);
         assert_eq!(out["tools"], json!([{"name": "a"}]));
 
-        let call = stamp_result(Method::ToolsCall, json!({"content": []}), &route(), None, false);
+        let call = stamp_result(
+            Method::ToolsCall,
+            json!({"content": []}),
+            &route(),
+            None,
+            false,
+        );
         assert_eq!(call, json!({"content": [], "resultType": "complete"}));
 
         let read = stamp_result(

@@ -32,8 +32,8 @@ use crate::backend::pool::Lease;
 use crate::backend::session::{answer_locally, ActiveCall, CallEvent};
 use crate::backend::BackendError;
 use crate::error::GatewayError;
-use crate::protocol::log_level_rank;
 use crate::jsonrpc::{self, JsonRpcError};
+use crate::protocol::log_level_rank;
 
 /// What the current front request sees next.
 #[derive(Debug)]
@@ -392,9 +392,7 @@ impl<C: BackendCall> CallDriver<C> {
         }
         match self.call.send() {
             Ok(()) => None,
-            Err(e) => Some(Step::End(Ending::Failed(GatewayError::BackendUnavailable(
-                e.to_string(),
-            )))),
+            Err(e) => Some(Step::End(Ending::Failed(e.into()))),
         }
     }
 
@@ -424,7 +422,7 @@ impl<C: BackendCall> CallDriver<C> {
         self.call
             .apply_log_level(self.scope.log_level.as_deref(), self.timeout)
             .await
-            .map_err(|e| GatewayError::BackendUnavailable(e.to_string()))
+            .map_err(GatewayError::from)
     }
 
     fn on_server_request(
@@ -662,9 +660,7 @@ impl<C: BackendCall> CallDriver<C> {
                 Some(Step::End(Ending::InputRequired))
             }
             CallEvent::Final(outcome) => Some(Step::End(Ending::Final(outcome))),
-            CallEvent::Failed(e) => Some(Step::End(Ending::Failed(
-                GatewayError::BackendUnavailable(e.to_string()),
-            ))),
+            CallEvent::Failed(e) => Some(Step::End(Ending::Failed(e.into()))),
         }
     }
 }

@@ -46,6 +46,7 @@ use crate::config::MrtrConfig;
 use crate::error::{GatewayError, StateRejection};
 use crate::jsonrpc::JsonRpcError;
 use crate::metrics::Metrics;
+use crate::sync::LockRecovered;
 
 /// How a call ended for the front request that waits on it.
 #[derive(Debug, Clone)]
@@ -135,6 +136,17 @@ pub enum Redeemed {
     Duplicate(watch::Receiver<Option<Outcome>>),
 }
 
+/// Why the `requestState` keys were not reloaded (the current ones stay).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("{0}")]
+    Keys(#[from] state::KeyError),
+    #[error("no keys configured; keeping the current key ring")]
+    NoKeys,
+}
+
 pub struct Bridge {
     config: MrtrConfig,
     /// Read on every seal and open, replaced on reload: no lock on the hot path.
@@ -144,9 +156,11 @@ pub struct Bridge {
     instance: String,
     held: HeldTable<HeldCall>,
     redemptions: DashMap<String, Arc<Redemption>>,
-    /// Call tasks.
+    /// Call tasks (counted as running calls).
     tasks: TaskTracker,
-    sweeper: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The sweeper.
+    upkeep: TaskTracker,
+    /// A child of the gateway's shutdown token.
     stop: CancellationToken,
     metrics: Arc<Metrics>,
     /// Numbers the progress tokens the gateway gives backends.
@@ -161,6 +175,7 @@ impl Bridge {
         keys: KeyRing,
         instance: String,
         metrics: Arc<Metrics>,
+        stop: CancellationToken,
     ) -> Arc<Self> {
         let keys_file_seen = config
             .keys_file
@@ -175,17 +190,17 @@ impl Bridge {
             held,
             redemptions: DashMap::new(),
             tasks: TaskTracker::new(),
-            sweeper: std::sync::Mutex::new(None),
-            stop: CancellationToken::new(),
+            upkeep: TaskTracker::new(),
+            stop,
             metrics,
             progress_tokens: AtomicU64::new(1),
         });
-        let sweeper = tokio::spawn(sweep(
+        bridge.upkeep.spawn(sweep(
             Arc::downgrade(&bridge),
             bridge.stop.clone(),
             bridge.sweep_interval(),
         ));
-        *bridge.sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(sweeper);
+        bridge.upkeep.close();
         bridge
     }
 
@@ -200,12 +215,12 @@ impl Bridge {
     /// Reads the configured keys again (SIGHUP, or `keys_file` changed): the new first key seals
     /// from now on; states sealed with a key still listed keep opening. A bad key set is
     /// refused and the current one kept.
-    pub fn reload_keys(&self) -> Result<(), String> {
-        let keys = self.config.key_list().map_err(|e| e.to_string())?;
+    pub fn reload_keys(&self) -> Result<(), ReloadError> {
+        let keys = self.config.key_list()?;
         if keys.is_empty() {
-            return Err("no keys configured; keeping the current key ring".into());
+            return Err(ReloadError::NoKeys);
         }
-        let ring = KeyRing::from_base64(&keys).map_err(|e| e.to_string())?;
+        let ring = KeyRing::from_base64(&keys)?;
         self.keys.store(Arc::new(ring));
         tracing::info!(keys = keys.len(), "requestState keys reloaded");
         Ok(())
@@ -219,10 +234,7 @@ impl Bridge {
         let Ok(modified) = std::fs::metadata(path).and_then(|m| m.modified()) else {
             return;
         };
-        let mut seen = self
-            .keys_file_seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut seen = self.keys_file_seen.lock_recovered();
         match *seen {
             None => *seen = Some(modified),
             Some(previous) if previous != modified => {
@@ -559,14 +571,7 @@ impl Bridge {
                 held.kind.abandon("gateway shutting down");
             }
         }
-        let sweeper = self
-            .sweeper
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(sweeper) = sweeper {
-            let _ = sweeper.await;
-        }
+        self.upkeep.wait().await;
         self.tasks.close();
         let _ = tokio::time::timeout(grace, self.tasks.wait()).await;
     }

@@ -36,6 +36,8 @@ pub struct CallRequest {
     pub route: String,
     pub principal: String,
     pub method: Method,
+    /// The tool or prompt name, or the resource URI.
+    pub target: Option<String>,
     /// The client's params without `inputResponses` and `requestState`; unknown fields kept.
     pub params: Map<String, Value>,
     /// `None` for a method that cannot be held.
@@ -59,6 +61,7 @@ impl Bridge {
             route,
             principal,
             method,
+            target,
             params,
             continuation,
             client_capabilities,
@@ -71,8 +74,10 @@ impl Bridge {
             route,
             principal,
             method: method.as_str().to_string(),
-            params_digest: params_digest(method.as_str(), &params),
-            error_context: json!({ "uri": params.get("uri") }),
+            params_digest: params_digest(method, target.as_deref(), params.get("arguments")),
+            error_context: json!({
+                "uri": target.filter(|_| method == Method::ResourcesRead)
+            }),
         };
         let mut scope = RequestScope {
             client_capabilities,
@@ -120,7 +125,11 @@ impl Bridge {
             .ok_or_else(|| GatewayError::Internal("lease without session".into()))?;
         if let Some(capability) = method.required_backend_capability() {
             let init = session.init_result();
-            if init.get("capabilities").and_then(|c| c.get(capability)).is_none() {
+            if init
+                .get("capabilities")
+                .and_then(|c| c.get(capability))
+                .is_none()
+            {
                 return Err(GatewayError::method_not_found(method.as_str()));
             }
         }
@@ -291,5 +300,4 @@ mod tests {
             json!({})
         );
     }
-
 }

@@ -20,6 +20,7 @@ use crate::config::decode_keys;
 pub use crate::config::KeyError;
 use crate::digest::sha256_hex;
 use crate::error::StateRejection;
+use crate::protocol::Method;
 
 const VERSION: u8 = 1;
 const KEY_ID_LEN: usize = 4;
@@ -169,34 +170,34 @@ pub fn now_ms() -> u64 {
         .unwrap_or_default()
 }
 
-/// SHA-256, hex.
+/// The first 128 bits of the principal's SHA-256, hex: what a state binds instead of the name.
 pub fn principal_digest(principal: &str) -> String {
     hex::encode(&Sha256::digest(principal.as_bytes())[..16])
 }
 
-/// Digest of what identifies the request: name and arguments, or uri. `_meta`, `inputResponses`
-/// and `requestState` are not part of it. serde_json maps are sorted, so the JSON is canonical.
-pub fn params_digest(method: &str, params: &serde_json::Map<String, Value>) -> String {
+/// Digest of what identifies the request: name and arguments, or uri (`target`). `_meta`,
+/// `inputResponses` and `requestState` are not part of it. The bytes are those of the sorted
+/// JSON object `{"arguments", "name"}` or `{"uri"}` (serde_json maps are sorted), so the digest
+/// is canonical.
+pub fn params_digest(method: Method, target: Option<&str>, arguments: Option<&Value>) -> String {
     // Fields in sorted order, borrowed: the same bytes as the sorted JSON object, without copying
     // the arguments.
     #[derive(Serialize)]
     struct Call<'a> {
         arguments: &'a Value,
-        name: Option<&'a Value>,
+        name: Option<&'a str>,
     }
     #[derive(Serialize)]
     struct Read<'a> {
-        uri: Option<&'a Value>,
+        uri: Option<&'a str>,
     }
     // An empty map does not allocate.
     let no_arguments = Value::Object(serde_json::Map::new());
     let salient = match method {
-        "resources/read" => serde_json::to_vec(&Read {
-            uri: params.get("uri"),
-        }),
+        Method::ResourcesRead => serde_json::to_vec(&Read { uri: target }),
         _ => serde_json::to_vec(&Call {
-            arguments: params.get("arguments").unwrap_or(&no_arguments),
-            name: params.get("name"),
+            arguments: arguments.unwrap_or(&no_arguments),
+            name: target,
         }),
     };
     sha256_hex(&salient.unwrap_or_default())
@@ -218,7 +219,7 @@ mod tests {
             route: "/mcp".into(),
             principal: principal_digest("alice"),
             method: "tools/call".into(),
-            params_digest: params_digest("tools/call", &serde_json::Map::new()),
+            params_digest: params_digest(Method::ToolsCall, None, None),
             round: 1,
             expires_ms: now_ms() + 1000,
         }
@@ -288,42 +289,38 @@ mod tests {
 
     #[test]
     fn params_digest_is_the_digest_of_the_sorted_salient_json() {
-        let params = serde_json::json!({"name": "t", "arguments": {"z": [1, {"b": 2, "a": 1}], "y": "é"}, "_meta": {"a": 1}});
-        let params = params.as_object().unwrap();
-        let canonical =
-            serde_json::json!({"name": "t", "arguments": params["arguments"]}).to_string();
+        let arguments = serde_json::json!({"z": [1, {"b": 2, "a": 1}], "y": "é"});
+        let canonical = serde_json::json!({"name": "t", "arguments": arguments}).to_string();
         assert_eq!(
-            params_digest("tools/call", params),
+            params_digest(Method::ToolsCall, Some("t"), Some(&arguments)),
             sha256_hex(canonical.as_bytes())
         );
-        let read = serde_json::json!({"uri": "file:///a"});
         assert_eq!(
-            params_digest("resources/read", read.as_object().unwrap()),
+            params_digest(Method::ResourcesRead, Some("file:///a"), None),
             sha256_hex(br#"{"uri":"file:///a"}"#)
         );
         assert_eq!(
-            params_digest("tools/call", &serde_json::Map::new()),
+            params_digest(Method::ToolsCall, None, None),
             sha256_hex(br#"{"arguments":{},"name":null}"#)
         );
     }
 
     #[test]
-    fn params_digest_ignores_meta_and_order() {
-        let a = serde_json::json!({"name": "t", "arguments": {"x": 1, "y": 2}, "_meta": {"a": 1}});
-        let b =
-            serde_json::json!({"arguments": {"y": 2, "x": 1}, "name": "t", "requestState": "s"});
-        let (Value::Object(a), Value::Object(b)) = (a, b) else {
-            unreachable!()
-        };
+    fn params_digest_ignores_order_and_sees_every_argument() {
+        let a = serde_json::json!({"x": 1, "y": 2});
+        let b: Value = serde_json::from_str(r#"{"y": 2, "x": 1}"#).unwrap();
         assert_eq!(
-            params_digest("tools/call", &a),
-            params_digest("tools/call", &b)
+            params_digest(Method::ToolsCall, Some("t"), Some(&a)),
+            params_digest(Method::ToolsCall, Some("t"), Some(&b))
         );
-        let c = serde_json::json!({"name": "t", "arguments": {"x": 2, "y": 2}});
-        let Value::Object(c) = c else { unreachable!() };
+        let c = serde_json::json!({"x": 2, "y": 2});
         assert_ne!(
-            params_digest("tools/call", &a),
-            params_digest("tools/call", &c)
+            params_digest(Method::ToolsCall, Some("t"), Some(&a)),
+            params_digest(Method::ToolsCall, Some("t"), Some(&c))
+        );
+        assert_ne!(
+            params_digest(Method::ToolsCall, Some("t"), Some(&a)),
+            params_digest(Method::PromptsGet, Some("u"), Some(&a))
         );
     }
 }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use mrtr_gateway::config::{AuthConfig, BearerToken, JwtConfig};
 use mrtr_gateway::config::Config;
+use mrtr_gateway::config::{AuthConfig, BearerToken, JwtConfig};
 use serde_json::{json, Value};
 
 use crate::support::gateway::{Backend, Harness, TestConfig};

@@ -9,11 +9,7 @@ use crate::support::modern_client::{modern_request, post_raw};
 use crate::support::rpc::{caps_from, no_caps, tool_call};
 
 /// Waits (bounded) until the pool's stats satisfy `pred`.
-async fn wait_for_stats(
-    h: &Harness,
-    what: &str,
-    pred: impl Fn(mrtr_gateway::PoolStats) -> bool,
-) {
+async fn wait_for_stats(h: &Harness, what: &str, pred: impl Fn(mrtr_gateway::PoolStats) -> bool) {
     for _ in 0..100 {
         if pred(h.pool_stats()) {
             return;

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use mrtr_gateway::PoolStats;
 use mrtr_gateway::config::{BackendConfig, Config, RouteConfig, StaticRoot, UnsolicitedPolicy};
+use mrtr_gateway::PoolStats;
 use mrtr_gateway::RunningGateway;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};

@@ -20,12 +20,10 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use tokio::sync::Mutex as AsyncMutex;
 
-use crate::config::{AuthConfig, JwtConfig, MAX_LEEWAY};
+use crate::config::{AuthConfig, JwtConfig, ANONYMOUS, MAX_LEEWAY};
 use crate::http_client::HttpClient;
 use crate::sync::RwLockRecovered;
 
-/// The principal of routes without authentication.
-pub const ANONYMOUS: &str = "anonymous";
 const JWKS_MAX_BYTES: usize = 1024 * 1024;
 /// Fastest re-fetch of a JWKS when a token names an unknown key (or `jwks_refresh`, if shorter).
 const JWKS_MIN_REFRESH: Duration = Duration::from_secs(30);

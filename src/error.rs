@@ -4,14 +4,16 @@
 //! [`GatewayError::http_status`], so a code and its status are decided in one place. Errors that
 //! a backend returned are rewritten here too ([`GatewayError::from_backend`]), because a
 //! 2025-11-25 server may use codes that a 2026-07-28 server must never emit.
+//!
+//! The errors of the layers below are defined here too, beside the mapping that turns them
+//! into codes ([`BackendError`] for sessions, [`PoolError`] for leasing, [`HeldError`] for the
+//! held table); their modules re-export them, and `?` turns them into a [`GatewayError`] that
+//! keeps them as its source. A leaf: nothing here depends on the layers that use it.
 
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use crate::backend::pool::PoolError;
-use crate::backend::BackendError;
 use crate::jsonrpc::{codes, JsonRpcError};
-use crate::mrtr::held::HeldError;
 
 /// Which `requestState` check failed; surfaced as `data.reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +39,51 @@ impl StateRejection {
             Self::RoundLimit => "round_limit",
         }
     }
+}
+
+/// A backend session failed (the backend's own module re-exports it).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BackendError {
+    #[error("cannot start backend: {0}")]
+    Spawn(String),
+    #[error("backend connection failed: {0}")]
+    Connect(String),
+    #[error("backend connection failed: {0}")]
+    Tls(#[from] crate::http_client::TlsSetupError),
+    #[error("backend session closed: {0}")]
+    Closed(String),
+    #[error("backend initialize failed: {0}")]
+    Initialize(String),
+    #[error("backend did not answer within {0:?}")]
+    Timeout(std::time::Duration),
+    /// The session cannot take this call now; another attempt can.
+    #[error("{0}")]
+    Busy(String),
+}
+
+/// Why no session could be lent.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PoolError {
+    #[error("pool closed")]
+    Closed,
+    #[error("no session of backend {backend} became free within {wait:?}")]
+    QueueTimeout {
+        backend: String,
+        wait: std::time::Duration,
+    },
+    #[error("backend {0} failed to start recently; retrying shortly")]
+    BackingOff(String),
+    #[error("{0}")]
+    Start(#[from] BackendError),
+}
+
+/// Why one more call cannot be held.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HeldError {
+    #[error("{0} calls are waiting for input")]
+    Full(usize),
+    #[error("{0} of this client's calls are waiting for input")]
+    PrincipalFull(usize),
 }
 
 #[derive(Debug, Clone, thiserror::Error)]
@@ -338,7 +385,8 @@ mod tests {
             queue.to_jsonrpc().message,
             "Gateway busy: no session of backend b became free within 5s"
         );
-        let start = GatewayError::from(PoolError::Start(BackendError::Spawn("no such file".into())));
+        let start =
+            GatewayError::from(PoolError::Start(BackendError::Spawn("no such file".into())));
         assert_eq!(start.http_status(), StatusCode::BAD_GATEWAY);
         assert_eq!(
             start.to_jsonrpc().message,
@@ -358,7 +406,10 @@ mod tests {
         );
         // The cause stays reachable.
         let source = std::error::Error::source(&start).map(ToString::to_string);
-        assert_eq!(source.as_deref(), Some("cannot start backend: no such file"));
+        assert_eq!(
+            source.as_deref(),
+            Some("cannot start backend: no such file")
+        );
     }
 
     #[test]

@@ -20,24 +20,7 @@ use tokio::sync::mpsc;
 use crate::config::{BackendConfig, TransportKind};
 use crate::sync::LockRecovered;
 
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum BackendError {
-    #[error("cannot start backend: {0}")]
-    Spawn(String),
-    #[error("backend connection failed: {0}")]
-    Connect(String),
-    #[error("backend connection failed: {0}")]
-    Tls(#[from] crate::http_client::TlsSetupError),
-    #[error("backend session closed: {0}")]
-    Closed(String),
-    #[error("backend initialize failed: {0}")]
-    Initialize(String),
-    #[error("backend did not answer within {0:?}")]
-    Timeout(std::time::Duration),
-    /// The session cannot take this call now; another attempt can.
-    #[error("{0}")]
-    Busy(String),
-}
+pub use crate::error::BackendError;
 
 /// What a transport reports to its session.
 #[derive(Debug)]

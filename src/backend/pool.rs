@@ -25,21 +25,9 @@ use super::session::{InitRoots, Session};
 use super::{BackendError, BackendSpec};
 use crate::config::UnsolicitedPolicy;
 
+pub use crate::error::PoolError;
 use crate::metrics::Metrics;
 use crate::sync::{LockRecovered, RwLockRecovered};
-
-/// Why no session could be lent.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum PoolError {
-    #[error("pool closed")]
-    Closed,
-    #[error("no session of backend {backend} became free within {wait:?}")]
-    QueueTimeout { backend: String, wait: Duration },
-    #[error("backend {0} failed to start recently; retrying shortly")]
-    BackingOff(String),
-    #[error("{0}")]
-    Start(#[from] BackendError),
-}
 
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
@@ -177,7 +165,7 @@ impl Pool {
         for client_capabilities in &spec.config.pool.warm_profiles {
             let profile = profile_for(&spec, client_capabilities);
             keys.insert(
-                PoolKey::new(crate::auth::ANONYMOUS, &profile),
+                PoolKey::new(crate::config::ANONYMOUS, &profile),
                 KeyState {
                     idle: Vec::new(),
                     profile,
@@ -243,7 +231,7 @@ impl Pool {
         let profile = self.profile_for(&serde_json::json!({}));
         let lease = self
             .acquire(
-                &PoolKey::new(crate::auth::ANONYMOUS, &profile),
+                &PoolKey::new(crate::config::ANONYMOUS, &profile),
                 &profile,
                 Purpose::Plain,
             )

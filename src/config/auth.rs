@@ -1,10 +1,13 @@
 //! The `auth` table of a route: which clients may call it and how they prove it. The checks of
-//! tokens themselves are `crate::auth`'s.
+//! tokens themselves are the authenticator's (`auth.rs`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
+
+/// The principal of routes without authentication (and of warm and probe sessions).
+pub const ANONYMOUS: &str = "anonymous";
 
 /// Longest clock skew accepted between the gateway and token issuers.
 pub const MAX_LEEWAY: Duration = Duration::from_secs(300);

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use auth::{AuthConfig, BearerToken, JwtConfig, JWT_ALGORITHMS, MAX_LEEWAY};
+pub use auth::{AuthConfig, BearerToken, JwtConfig, ANONYMOUS, JWT_ALGORITHMS, MAX_LEEWAY};
 pub use keys::{decode_keys, KeyError, KEY_LEN};
 
 #[derive(Debug, thiserror::Error)]

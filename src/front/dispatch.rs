@@ -17,7 +17,7 @@ use super::reply::{error_response, json_response, labeled, Body, Reply};
 use super::request::{Field, McpRequest};
 use super::route::Route;
 use super::translate;
-use crate::auth::ANONYMOUS;
+use crate::config::ANONYMOUS;
 use crate::error::{GatewayError, StateRejection};
 use crate::jsonrpc;
 use crate::mrtr::setup::{CallRequest, Continuation};

@@ -11,14 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
-/// Why one more call cannot be held.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum HeldError {
-    #[error("{0} calls are waiting for input")]
-    Full(usize),
-    #[error("{0} of this client's calls are waiting for input")]
-    PrincipalFull(usize),
-}
+pub use crate::error::HeldError;
 
 struct Slot<T> {
     /// Digest of the principal the entry is counted against.

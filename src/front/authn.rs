@@ -5,13 +5,14 @@
 
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
+use futures_util::future::{ready, BoxFuture, Either, Ready};
 use http::header::WWW_AUTHENTICATE;
 use http::{HeaderValue, Request, Response};
 use tower_http::auth::AsyncAuthorizeRequest;
 
 use super::reply::{error_response, Body};
 use super::route::Route;
+use crate::config::ANONYMOUS;
 use crate::error::GatewayError;
 
 /// Who the request is from: a token's digest, a JWT subject, or `anonymous`.
@@ -26,11 +27,21 @@ pub struct Authenticate {
 impl<B: Send + 'static> AsyncAuthorizeRequest<B> for Authenticate {
     type RequestBody = B;
     type ResponseBody = Body;
-    type Future = BoxFuture<'static, Result<Request<B>, Response<Body>>>;
+    type Future = Either<
+        Ready<Result<Request<B>, Response<Body>>>,
+        BoxFuture<'static, Result<Request<B>, Response<Body>>>,
+    >;
 
     fn authorize(&mut self, mut request: Request<B>) -> Self::Future {
+        if !self.route.auth.required() {
+            // Nothing to check: no future to box.
+            request
+                .extensions_mut()
+                .insert(Principal(ANONYMOUS.to_string()));
+            return Either::Left(ready(Ok(request)));
+        }
         let route = self.route.clone();
-        Box::pin(async move {
+        Either::Right(Box::pin(async move {
             match route.auth.authenticate(request.headers()).await {
                 Ok(principal) => {
                     request.extensions_mut().insert(Principal(principal));
@@ -54,6 +65,6 @@ impl<B: Send + 'static> AsyncAuthorizeRequest<B> for Authenticate {
                     Err(response)
                 }
             }
-        })
+        }))
     }
 }

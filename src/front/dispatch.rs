@@ -44,12 +44,11 @@ impl Service<Request<McpRequest>> for Dispatch {
     fn call(&mut self, request: Request<McpRequest>) -> Self::Future {
         let dispatch = self.clone();
         Box::pin(async move {
-            let (parts, request) = request.into_parts();
+            let (mut parts, request) = request.into_parts();
             let principal = parts
                 .extensions
-                .get::<Principal>()
-                .map_or(ANONYMOUS, |p| p.0.as_str())
-                .to_string();
+                .remove::<Principal>()
+                .map_or_else(|| ANONYMOUS.to_string(), |p| p.0);
             let id = request.id.clone();
             let answer = dispatch.apply(request, principal, &parts.headers).await;
             Ok(answer.unwrap_or_else(|error| error_response(Some(id), &error)))
@@ -92,7 +91,7 @@ impl Dispatch {
                     tracing::Span::current().record("tool", name);
                     route
                         .tool_headers
-                        .check(name, request.arguments(), headers)?;
+                        .check(name, request.arguments.as_ref(), headers)?;
                 }
                 self.forward(request, principal).await
             }
@@ -111,6 +110,7 @@ impl Dispatch {
             target,
             request_state,
             input_responses,
+            arguments,
             meta,
             params,
             ..
@@ -150,6 +150,7 @@ impl Dispatch {
             principal,
             method,
             target,
+            arguments,
             params,
             continuation,
             client_capabilities: meta.client_capabilities,

@@ -1,6 +1,8 @@
 //! Draining as a layer: once the gateway is stopping, new calls get 503 while retries of held
 //! calls are still served, so the rounds in flight can finish.
 
+use std::sync::Arc;
+
 use http::{Request, Response};
 use tokio_util::sync::CancellationToken;
 use tower_http::validate_request::ValidateRequest;
@@ -9,9 +11,10 @@ use super::reply::{error_response, Body};
 use super::request::McpRequest;
 use crate::error::GatewayError;
 
-/// Cancelled when the drain starts.
+/// Cancelled when the drain starts. Behind an `Arc`: the stack is cloned per request, and a
+/// token's clone takes a lock.
 #[derive(Clone)]
-pub struct Drain(pub CancellationToken);
+pub struct Drain(pub Arc<CancellationToken>);
 
 impl ValidateRequest<McpRequest> for Drain {
     type ResponseBody = Body;

@@ -38,16 +38,16 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use tokio_util::sync::CancellationToken;
-use tower::util::BoxCloneSyncService;
-use tower::{ServiceBuilder, ServiceExt};
+use tower::{Service, ServiceBuilder};
 use tower_http::auth::AsyncRequireAuthorizationLayer;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::validate_request::ValidateRequestHeaderLayer;
 
-pub use self::reply::Body;
+use self::reply::{RouteBody, ServedBody};
 use self::route::{Route, RESOURCE_METADATA_PATH};
 pub use self::server::{start, RunningGateway, StartError};
 use crate::auth::Authenticator;
@@ -58,8 +58,33 @@ use crate::metrics::Metrics;
 use crate::mrtr::state::{random_id, KeyRing};
 use crate::mrtr::Bridge;
 
-/// One route's stack, from the raw HTTP request to its response.
-pub type RouteService = BoxCloneSyncService<Request<Incoming>, Response<Body>, Infallible>;
+/// One route's stack, from the raw HTTP request to its response, shared by every connection.
+/// Each request gets its own clone of the stack (cheap: the layers hold `Arc`s).
+#[derive(Clone)]
+pub struct RouteService(Arc<dyn Fn(Request<Incoming>) -> ResponseFuture + Send + Sync>);
+
+type ResponseFuture = BoxFuture<'static, Result<Response<RouteBody>, Infallible>>;
+
+impl RouteService {
+    fn new<S>(stack: S) -> Self
+    where
+        S: Service<Request<Incoming>, Response = Response<RouteBody>, Error = Infallible>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Into<ResponseFuture>,
+    {
+        // Every layer of the stack is always ready (none holds a resource back), so a fresh
+        // clone is called without polling readiness first.
+        Self(Arc::new(move |request| stack.clone().call(request).into()))
+    }
+
+    async fn call(&self, request: Request<Incoming>) -> Response<RouteBody> {
+        let Ok(response) = (self.0)(request).await;
+        response
+    }
+}
 
 /// The layers of one route, in the order a request meets them.
 fn route_stack(
@@ -68,21 +93,20 @@ fn route_stack(
     bridge: &Arc<Bridge>,
     drain: &CancellationToken,
 ) -> RouteService {
+    let origin_policy = Arc::new(origin::OriginPolicy::new(
+        server.listen.ip().is_loopback(),
+        server.allowed_hosts.as_deref(),
+        server.allowed_origins.as_deref(),
+    ));
     let stack = ServiceBuilder::new()
         .layer(observe::ObserveLayer {
             route: route.config.path.as_str().into(),
             metrics: route.metrics.clone(),
         })
-        // tower-http wraps what it catches in its own body type.
-        .map_response(|response: Response<_>| response.map(http_body_util::BodyExt::boxed_unsync))
         .layer(CatchPanicLayer::custom(reply::panicked))
-        .layer(ValidateRequestHeaderLayer::custom(
-            origin::OriginPolicy::new(
-                server.listen.ip().is_loopback(),
-                server.allowed_hosts.as_deref(),
-                server.allowed_origins.as_deref(),
-            ),
-        ))
+        .layer(ValidateRequestHeaderLayer::custom(origin::CheckOrigin(
+            origin_policy,
+        )))
         .layer(ValidateRequestHeaderLayer::custom(origin::PostOnly))
         .layer(AsyncRequireAuthorizationLayer::new(authn::Authenticate {
             route: route.clone(),
@@ -94,15 +118,15 @@ fn route_stack(
             metrics: route.metrics.clone(),
         })
         .layer(request::ParseLayer)
-        .layer(ValidateRequestHeaderLayer::custom(drain::Drain(
+        .layer(ValidateRequestHeaderLayer::custom(drain::Drain(Arc::new(
             drain.clone(),
-        )))
+        ))))
         .service(dispatch::Dispatch {
             route: route.clone(),
             bridge: bridge.clone(),
             keep_alive: server.sse_keep_alive,
         });
-    BoxCloneSyncService::new(stack)
+    RouteService::new(stack)
 }
 
 pub struct Gateway {
@@ -194,7 +218,7 @@ impl Gateway {
     }
 
     /// Handles one HTTP request: the route's metadata document, the route's stack, or 404.
-    pub async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+    pub async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<ServedBody> {
         let path = request.uri().path();
         if let Some(route_path) = path.strip_prefix(RESOURCE_METADATA_PATH) {
             if let Some((route, _)) = self
@@ -202,14 +226,13 @@ impl Gateway {
                 .get(route_path)
                 .filter(|(r, _)| r.auth.required())
             {
-                return route.resource_metadata(&request);
+                return route.resource_metadata(&request).map(ServedBody::Own);
             }
         }
         let Some((_, stack)) = self.routes.get(path) else {
-            return reply::not_found();
+            return reply::not_found().map(ServedBody::Own);
         };
-        let Ok(response) = stack.clone().oneshot(request).await;
-        response
+        stack.call(request).await.map(ServedBody::Route)
     }
 
     /// Calls held right now, waiting for a retry.

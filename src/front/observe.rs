@@ -10,7 +10,7 @@ use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use tower::{Layer, Service};
 
-use super::reply::{Body, Labels};
+use super::reply::Labels;
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
@@ -36,14 +36,15 @@ pub struct Observe<S> {
     layer: ObserveLayer,
 }
 
-impl<S, B> Service<Request<B>> for Observe<S>
+impl<S, B, ResBody> Service<Request<B>> for Observe<S>
 where
-    S: Service<Request<B>, Response = Response<Body>, Error = Infallible>,
+    S: Service<Request<B>, Response = Response<ResBody>, Error = Infallible>,
     S::Future: Send + 'static,
+    ResBody: http_body::Body,
 {
-    type Response = Response<Body>;
+    type Response = Response<ResBody>;
     type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+    type Future = BoxFuture<'static, Result<Response<ResBody>, Infallible>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)

@@ -1,6 +1,8 @@
 //! The first checks of the stack, on the request line and headers alone: the Host and Origin
 //! allow-lists (DNS-rebinding protection) and POST as the only method of an MCP endpoint.
 
+use std::sync::Arc;
+
 use http::header::{HOST, ORIGIN};
 use http::{HeaderMap, Method, Request, Response};
 use tower_http::validate_request::ValidateRequest;
@@ -91,13 +93,18 @@ fn strip_port(host: &str) -> &str {
     host.rsplit_once(':').map_or(host, |(h, _)| h)
 }
 
-/// The allow-lists as a layer's check. HTTP/2 sends the authority in the URI, not in `Host`.
-impl<B> ValidateRequest<B> for OriginPolicy {
+/// The allow-lists as a layer's check, shared: the stack is cloned per request. HTTP/2 sends the
+/// authority in the URI, not in `Host`.
+#[derive(Clone)]
+pub struct CheckOrigin(pub Arc<OriginPolicy>);
+
+impl<B> ValidateRequest<B> for CheckOrigin {
     type ResponseBody = Body;
 
     fn validate(&mut self, request: &mut Request<B>) -> Result<(), Response<Body>> {
         let authority = request.uri().authority().map(|a| a.as_str());
-        self.check(request.headers(), authority)
+        self.0
+            .check(request.headers(), authority)
             .map_err(|error| error_response(None, &error))
     }
 }

@@ -27,6 +27,46 @@ use crate::protocol::Method;
 /// The body of every front response. Boxed with a boxed error, as panic catching needs.
 pub type Body = UnsyncBoxBody<Bytes, tower::BoxError>;
 
+/// What a route's stack answers with: its bodies as panic catching wraps them.
+pub type RouteBody = tower_http::body::UnsyncBoxBody<Bytes, tower::BoxError>;
+
+/// A response of the MCP listener: a route's stack's, or the router's own (404, metadata).
+/// Either way the body is used as it is, not boxed once more.
+pub enum ServedBody {
+    Route(RouteBody),
+    Own(Body),
+}
+
+impl http_body::Body for ServedBody {
+    type Data = Bytes;
+    type Error = tower::BoxError;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, tower::BoxError>>> {
+        // Both bodies are boxed, so `Unpin`.
+        match self.get_mut() {
+            Self::Route(body) => std::pin::Pin::new(body).poll_frame(cx),
+            Self::Own(body) => std::pin::Pin::new(body).poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Self::Route(body) => body.is_end_stream(),
+            Self::Own(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        match self {
+            Self::Route(body) => body.size_hint(),
+            Self::Own(body) => body.size_hint(),
+        }
+    }
+}
+
 pub fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into())
         .map_err(|never: Infallible| match never {})

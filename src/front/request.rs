@@ -54,17 +54,14 @@ pub struct McpRequest {
     pub request_state: Field<String>,
     /// `inputResponses`: an object of answers by input key.
     pub input_responses: Field<Map<String, Value>>,
+    /// `arguments` of a tool or prompt, as sent.
+    pub arguments: Option<Value>,
     pub meta: RequestMeta,
     /// Every other param, unknown ones included, as sent.
     pub params: Map<String, Value>,
 }
 
 impl McpRequest {
-    /// `tools/call` arguments, as sent.
-    pub fn arguments(&self) -> Option<&Value> {
-        self.params.get("arguments")
-    }
-
     /// A retry of a held call (any `requestState` at all, for the drain's sake).
     pub fn resumes_held_call(&self) -> bool {
         self.method.is_interruptible() && self.request_state != Field::Absent
@@ -73,8 +70,10 @@ impl McpRequest {
 
 /// A POST body that passed validation.
 #[derive(Debug)]
+// Built once and moved once per request: boxing the large variant would cost an allocation.
+#[allow(clippy::large_enum_variant)]
 pub enum Inbound {
-    Request(Box<McpRequest>),
+    Request(McpRequest),
     /// Accepted with 202; nothing is forwarded (2026-07-28 defines no client notifications on
     /// HTTP).
     Notification {
@@ -168,16 +167,18 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
         Some(Value::Object(answers)) => Field::Given(answers),
         Some(_) => Field::Malformed,
     };
-    Ok(Inbound::Request(Box::new(McpRequest {
+    let arguments = params.remove("arguments");
+    Ok(Inbound::Request(McpRequest {
         id,
         method,
         method_name,
         target,
         request_state,
         input_responses,
+        arguments,
         meta,
         params,
-    })))
+    }))
 }
 
 /// Checks the required `_meta` fields and the request-metadata headers against the body, and
@@ -349,7 +350,7 @@ where
         let answer = |response| Either::Left(futures_util::future::ready(Ok(response)));
         match parse(&parts.headers, &body) {
             Ok(Inbound::Request(request)) => {
-                Either::Right(self.inner.call(Request::from_parts(parts, *request)))
+                Either::Right(self.inner.call(Request::from_parts(parts, request)))
             }
             Ok(Inbound::Notification { method }) => {
                 tracing::debug!(%method, "notification accepted");

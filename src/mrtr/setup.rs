@@ -38,6 +38,8 @@ pub struct CallRequest {
     pub method: Method,
     /// The tool or prompt name, or the resource URI.
     pub target: Option<String>,
+    /// `arguments` of a tool or prompt, as sent.
+    pub arguments: Option<Value>,
     /// The client's params without `inputResponses` and `requestState`; unknown fields kept.
     pub params: Map<String, Value>,
     /// `None` for a method that cannot be held.
@@ -62,6 +64,7 @@ impl Bridge {
             principal,
             method,
             target,
+            arguments,
             params,
             continuation,
             client_capabilities,
@@ -74,7 +77,7 @@ impl Bridge {
             route,
             principal,
             method: method.as_str().to_string(),
-            params_digest: params_digest(method, target.as_deref(), params.get("arguments")),
+            params_digest: params_digest(method, target.as_deref(), arguments.as_ref()),
             error_context: json!({
                 "uri": target.filter(|_| method == Method::ResourcesRead)
             }),
@@ -142,6 +145,7 @@ impl Bridge {
         let backend_params = backend_params(
             method,
             params,
+            arguments,
             backend_progress_token.as_deref(),
             &trace_headers,
         );
@@ -201,6 +205,7 @@ async fn first_answer(mut events: mpsc::Receiver<Event>) -> Started {
 pub fn backend_params(
     method: Method,
     mut params: Map<String, Value>,
+    arguments: Option<Value>,
     backend_progress_token: Option<&str>,
     trace_headers: &[(&'static str, String)],
 ) -> Value {
@@ -225,8 +230,14 @@ pub fn backend_params(
     if !meta.is_empty() {
         params.insert("_meta".into(), Value::Object(meta));
     }
-    if method == Method::ToolsCall && !params.contains_key("arguments") {
-        params.insert("arguments".into(), json!({}));
+    match arguments {
+        Some(arguments) => {
+            params.insert("arguments".into(), arguments);
+        }
+        None if method == Method::ToolsCall => {
+            params.insert("arguments".into(), json!({}));
+        }
+        None => {}
     }
     Value::Object(params)
 }
@@ -255,6 +266,7 @@ mod tests {
         let out = backend_params(
             Method::ToolsCall,
             map,
+            None,
             Some("g-1"),
             &[(
                 "traceparent",
@@ -277,10 +289,28 @@ mod tests {
     }
 
     #[test]
+    fn arguments_go_back_as_sent() {
+        let arguments = json!({"q": [1, {"b": 2}]});
+        let out = backend_params(
+            Method::PromptsGet,
+            Map::new(),
+            Some(arguments.clone()),
+            None,
+            &[],
+        );
+        assert_eq!(out, json!({ "arguments": arguments }));
+        assert_eq!(
+            backend_params(Method::PromptsGet, Map::new(), None, None, &[]),
+            json!({})
+        );
+    }
+
+    #[test]
     fn trace_headers_fill_in_missing_trace_context() {
         let out = backend_params(
             Method::ToolsList,
             Map::new(),
+            None,
             None,
             &[
                 (
@@ -296,7 +326,7 @@ mod tests {
         );
         assert_eq!(out["_meta"]["tracestate"], "v=1");
         assert_eq!(
-            backend_params(Method::ToolsList, Map::new(), None, &[]),
+            backend_params(Method::ToolsList, Map::new(), None, None, &[]),
             json!({})
         );
     }

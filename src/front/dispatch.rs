@@ -63,7 +63,6 @@ impl Dispatch {
         principal: String,
         headers: &HeaderMap,
     ) -> Result<Response<Body>, GatewayError> {
-        crate::telemetry::join_caller_trace(&request.params, &request.meta.trace_headers);
         let route = &self.route;
         match request.method {
             Method::Discover => {

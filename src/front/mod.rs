@@ -248,7 +248,11 @@ impl Gateway {
         self.drain.is_cancelled()
     }
 
-    /// A token cancelled when the drain starts.
+    /// From now on only retries of held calls are served.
+    fn start_drain(&self) {
+        self.drain.cancel();
+    }
+
     fn drain_token(&self) -> CancellationToken {
         self.drain.clone()
     }
@@ -289,13 +293,16 @@ impl Gateway {
         self.bridge.reload_keys()
     }
 
-    /// Ends held calls, then closes every backend session politely; then everything else the
-    /// gateway started ends.
+    /// Ends held calls, then closes every backend session politely.
     async fn close(&self, grace: Duration) {
         self.bridge.shutdown(grace).await;
         for pool in &self.pools {
             pool.shutdown().await;
         }
+    }
+
+    /// Ends whatever the gateway started that is still running (the root of shutdown).
+    fn end(&self) {
         self.shutdown.cancel();
     }
 

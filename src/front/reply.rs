@@ -274,3 +274,31 @@ pub fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body
         &GatewayError::Internal("the request could not be handled".into()),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::{ServiceBuilder, ServiceExt};
+    use tower_http::catch_panic::CatchPanicLayer;
+
+    #[tokio::test]
+    async fn a_panic_below_answers_500_with_a_jsonrpc_error() {
+        let service = ServiceBuilder::new()
+            .layer(CatchPanicLayer::custom(panicked))
+            .service_fn(|request: http::Request<()>| async move {
+                if request.uri().path() == "/panic" {
+                    panic!("boom");
+                }
+                Ok::<_, Infallible>(empty(StatusCode::ACCEPTED))
+            });
+        let calm = service.oneshot(http::Request::new(())).await.unwrap();
+        assert_eq!(calm.status(), StatusCode::ACCEPTED);
+        let request = http::Request::builder().uri("/panic").body(()).unwrap();
+        let response = service.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let message: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(message["error"]["code"], jsonrpc::codes::INTERNAL_ERROR);
+        assert_eq!(message["id"], Value::Null);
+    }
+}

@@ -350,6 +350,8 @@ where
         let answer = |response| Either::Left(futures_util::future::ready(Ok(response)));
         match parse(&parts.headers, &body) {
             Ok(Inbound::Request(request)) => {
+                // The request span (opened by the outer layer) joins the caller's trace.
+                crate::telemetry::join_caller_trace(&request.params, &request.meta.trace_headers);
                 Either::Right(self.inner.call(Request::from_parts(parts, request)))
             }
             Ok(Inbound::Notification { method }) => {

@@ -74,13 +74,22 @@ impl RunningGateway {
 
     /// Stops accepting, lets in-flight requests finish within the drain timeout, then closes
     /// backend sessions.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         // The accept loop drains, closes the gateway and ends; the admin surface reports the
-        // drain until then.
-        self.gateway.drain_token().cancel();
-        let _ = self.task.await;
+        // drain until then, however the loop ended.
+        self.gateway.start_drain();
+        let _ = (&mut self.task).await;
+        self.gateway.end();
         self.side_tasks.close();
         self.side_tasks.wait().await;
+    }
+}
+
+impl Drop for RunningGateway {
+    /// A gateway dropped without [`RunningGateway::shutdown`] still stops its tasks.
+    fn drop(&mut self) {
+        self.gateway.end();
+        self.task.abort();
     }
 }
 

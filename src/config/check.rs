@@ -287,15 +287,7 @@ pub(super) fn check_mrtr(mrtr: &MrtrConfig) -> Result<(), ConfigError> {
 mod tests {
     use super::*;
 
-    /// A valid configuration to spoil one value at a time.
-    const BASE: &str = r#"
-        [[route]]
-        path = "/mcp"
-        backend = "b"
-        [backend.b]
-        transport = "stdio"
-        command = "server"
-    "#;
+    use crate::config::tests::STDIO as BASE;
 
     fn parse(text: &str) -> Config {
         toml::from_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"))

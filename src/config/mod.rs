@@ -361,7 +361,8 @@ impl Config {
 mod tests {
     use super::*;
 
-    const STDIO: &str = r#"
+    /// A valid configuration (one stdio backend behind `/mcp`) to spoil one value at a time.
+    pub(super) const STDIO: &str = r#"
         [[route]]
         path = "/mcp"
         backend = "b"

@@ -1,5 +1,7 @@
 //! Listeners, start and stop. The MCP listener serves each connection with hyper and the
-//! gateway's routes; at most `server.max_connections` are open at once. Stopping drains first:
+//! gateway's routes; at most `server.max_connections` are open at once. The cap is on
+//! connections, which tower's limits (on requests, and waiting rather than refusing) do not
+//! cover: past it a connection is closed at accept; header reads are bounded by hyper. Stopping drains first:
 //! the listener stays open, new calls get 503 and retries of held calls are still served until
 //! nothing is held or running, or the drain timeout; then held calls end, backend sessions
 //! close, and open connections get a short grace to finish writing.

@@ -275,6 +275,10 @@ pub(super) fn check_mrtr(mrtr: &MrtrConfig) -> Result<(), ConfigError> {
     if mrtr.settle_window >= Duration::from_millis(500) {
         return Err(invalid("mrtr.settle_window", "must be below 500ms"));
     }
+    // Kept outcomes hold memory: short by design.
+    if mrtr.outcome_ttl > Duration::from_secs(600) {
+        return Err(invalid("mrtr.outcome_ttl", "must be at most 10m"));
+    }
     let keys = mrtr.key_list()?;
     // No keys is allowed: the gateway then seals with a random key per process.
     if !keys.is_empty() {

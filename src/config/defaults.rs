@@ -83,6 +83,9 @@ pub(super) fn max_held_per_principal() -> usize {
 pub(super) fn refused_retry_grace() -> Duration {
     Duration::from_secs(5)
 }
+pub(super) fn outcome_ttl() -> Duration {
+    Duration::from_secs(30)
+}
 
 // [route.auth] (mode = "jwt")
 
@@ -135,6 +138,7 @@ impl Default for MrtrConfig {
             keys_file: None,
             instance_id: None,
             refused_retry_grace: refused_retry_grace(),
+            outcome_ttl: outcome_ttl(),
         }
     }
 }

@@ -94,6 +94,11 @@ pub struct MrtrConfig {
     /// corrected retry before it is abandoned (its backend call cancelled, its session reset).
     #[serde(default = "defaults::refused_retry_grace", with = "humantime_serde")]
     pub refused_retry_grace: Duration,
+    /// How long a finished round's outcome is kept for a re-sent retry (same state, principal
+    /// and answers), so a client that lost the response learns the result; the backend hears
+    /// nothing new. At most `max_held` outcomes are kept, `max_held_per_principal` per principal.
+    #[serde(default = "defaults::outcome_ttl", with = "humantime_serde")]
+    pub outcome_ttl: Duration,
 }
 
 impl MrtrConfig {

@@ -26,8 +26,8 @@ pub mod inputs;
 pub mod setup;
 pub mod state;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -119,10 +119,56 @@ impl Held {
 
 struct Redemption {
     answers_digest: String,
+    /// Digest of the principal the record is counted against once its outcome is kept.
+    principal: String,
     created: Instant,
     outcome: watch::Sender<Option<Outcome>>,
-    /// The outcome reached a waiting client: a later copy is a replay, not a re-send.
+    /// When the outcome was published.
+    finished: OnceLock<Instant>,
+    /// The outcome reached a waiting client and is not kept: a later copy is refused.
     delivered: AtomicBool,
+    /// The outcome is kept for `outcome_ttl` (counted in `kept`): a later copy gets it again.
+    kept: AtomicBool,
+}
+
+/// How many finished outcomes are kept for re-sent retries, gateway-wide and per principal.
+#[derive(Default)]
+struct KeptOutcomes {
+    total: AtomicUsize,
+    per_principal: DashMap<String, usize>,
+}
+
+impl KeptOutcomes {
+    /// Counts one more kept outcome of `principal`, unless a bound is reached.
+    fn admit(&self, principal: &str, max_total: usize, max_per_principal: usize) -> bool {
+        if self
+            .total
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max_total).then_some(n + 1)
+            })
+            .is_err()
+        {
+            return false;
+        }
+        let mut mine = self.per_principal.entry(principal.to_owned()).or_insert(0);
+        if *mine >= max_per_principal {
+            drop(mine);
+            self.total.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        *mine += 1;
+        true
+    }
+
+    fn release(&self, principal: &str) {
+        self.total.fetch_sub(1, Ordering::AcqRel);
+        if let Entry::Occupied(mut mine) = self.per_principal.entry(principal.to_owned()) {
+            *mine.get_mut() -= 1;
+            if *mine.get() == 0 {
+                mine.remove();
+            }
+        }
+    }
 }
 
 /// A retry that passed every check.
@@ -156,6 +202,7 @@ pub struct Bridge {
     instance: String,
     held: HeldTable<HeldCall>,
     redemptions: DashMap<String, Arc<Redemption>>,
+    kept_outcomes: KeptOutcomes,
     /// Call tasks (counted as running calls).
     tasks: TaskTracker,
     /// The sweeper.
@@ -189,6 +236,7 @@ impl Bridge {
             instance,
             held,
             redemptions: DashMap::new(),
+            kept_outcomes: KeptOutcomes::default(),
             tasks: TaskTracker::new(),
             upkeep: TaskTracker::new(),
             stop,
@@ -290,9 +338,18 @@ impl Bridge {
                 };
                 if let Some(record) = &record {
                     record.outcome.send_replace(Some(outcome.clone()));
+                    let _ = record.finished.set(Instant::now());
                 }
                 let delivered = tx.send(Event::Outcome(outcome)).await.is_ok();
                 if let Some(record) = record {
+                    let config = &bridge.config;
+                    let kept = delivered
+                        && bridge.kept_outcomes.admit(
+                            &record.principal,
+                            config.max_held,
+                            config.max_held_per_principal,
+                        );
+                    record.kept.store(kept, Ordering::Release);
                     record.delivered.store(delivered, Ordering::Release);
                 }
             },
@@ -484,9 +541,11 @@ impl Bridge {
         match self.redemptions.entry(payload.held_id.clone()) {
             Entry::Occupied(existing) => {
                 let record = existing.get();
-                if record.answers_digest == answers_digest
-                    && !record.delivered.load(Ordering::Acquire)
-                {
+                // The same answers again: the first one's outcome, while it is pending, was
+                // never handed to anyone, or is kept for `outcome_ttl`.
+                let replayable = !record.delivered.load(Ordering::Acquire)
+                    || record.kept.load(Ordering::Acquire);
+                if record.answers_digest == answers_digest && replayable {
                     Ok(Redeemed::Duplicate(existing.get().outcome.subscribe()))
                 } else {
                     Err(reject(StateRejection::ConsumedOrUnknown))
@@ -547,9 +606,12 @@ impl Bridge {
                 };
                 let record = Arc::new(Redemption {
                     answers_digest,
+                    principal: payload.principal.clone(),
                     created: Instant::now(),
                     outcome: watch::channel(None).0,
+                    finished: OnceLock::new(),
                     delivered: AtomicBool::new(false),
+                    kept: AtomicBool::new(false),
                 });
                 slot.insert(record.clone());
                 driver.resume(scope, validated, self.config.round_wait);
@@ -561,6 +623,23 @@ impl Bridge {
                 )))
             }
         }
+    }
+
+    /// Forgets redemption records: a finished one `outcome_ttl` after its outcome, one still
+    /// running after `round_wait + held_ttl`.
+    fn prune_redemptions(&self) {
+        let running_for = self.config.round_wait + self.config.held_ttl;
+        let outcome_ttl = self.config.outcome_ttl;
+        self.redemptions.retain(|_, record| {
+            let keep = match record.finished.get() {
+                Some(finished) => finished.elapsed() < outcome_ttl,
+                None => record.created.elapsed() < running_for,
+            };
+            if !keep && record.kept.swap(false, Ordering::AcqRel) {
+                self.kept_outcomes.release(&record.principal);
+            }
+            keep
+        });
     }
 
     /// Ends every held call (their backends see cancellation) and waits for call tasks.
@@ -598,10 +677,7 @@ async fn sweep(bridge: std::sync::Weak<Bridge>, stop: CancellationToken, every: 
                 held.kind.abandon("the round expired");
             }
         }
-        let keep_for = bridge.config.round_wait + bridge.config.held_ttl;
-        bridge
-            .redemptions
-            .retain(|_, r| r.created.elapsed() < keep_for);
+        bridge.prune_redemptions();
     }
 }
 
@@ -619,4 +695,26 @@ fn validate_reissue(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_outcomes_are_bounded_gateway_wide_and_per_principal() {
+        let kept = KeptOutcomes::default();
+        assert!(kept.admit("a", 3, 2));
+        assert!(kept.admit("a", 3, 2));
+        assert!(!kept.admit("a", 3, 2), "a's own bound");
+        assert!(kept.admit("b", 3, 2));
+        assert!(!kept.admit("c", 3, 2), "the gateway-wide bound");
+        kept.release("a");
+        assert!(kept.admit("c", 3, 2));
+        kept.release("a");
+        kept.release("b");
+        kept.release("c");
+        assert_eq!(kept.total.load(Ordering::Acquire), 0);
+        assert!(kept.per_principal.is_empty());
+    }
 }

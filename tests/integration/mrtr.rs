@@ -29,6 +29,7 @@ over_both_transports!(
     missing_answers_are_asked_again_and_extra_keys_ignored,
     hostile_retries_are_refused_before_the_backend_hears_anything,
     concurrent_duplicate_retries_redeem_once,
+    a_retry_resent_after_its_answer_was_read_gets_the_same_outcome,
     abandoned_rounds_are_cancelled_on_the_backend,
     slow_calls_complete_through_state_only_rounds,
     undeclared_capabilities_are_never_surfaced,
@@ -394,14 +395,69 @@ async fn hostile_retries_are_refused_before_the_backend_hears_anything(kind: Bac
 
     let done = post_raw(&h.url, &retry_of(&first, json!(40), good.clone(), &token)).await;
     assert_eq!(result_text(&done), "Hello, Eve!");
-    // Replaying a retry whose outcome was delivered is refused.
+    // The same retry again gets the kept outcome (`outcome_ttl`); other answers with the used
+    // state are refused.
+    let replay = post_raw(&h.url, &retry_of(&first, json!(41), good.clone(), &token)).await;
+    assert_eq!(result_text(&replay), "Hello, Eve!");
+    let other = json!({ key.clone(): {"action": "accept", "content": {"name": "Mallory"}} });
     refuse(
-        retry_of(&first, json!(41), good.clone(), &token),
+        retry_of(&first, json!(42), other, &token),
         "consumed_or_unknown",
     )
     .await;
     assert_eq!(answers(&h).len(), 1);
     h.wait_no_held().await;
+    h.stop().await;
+}
+
+async fn a_retry_resent_after_its_answer_was_read_gets_the_same_outcome(kind: Backend) {
+    let h = Harness::start(kind).await;
+    let first = tool_call(json!(1), "ask_name", json!({}), &elicitation_caps());
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
+    let bo = json!({ key.clone(): {"action": "accept", "content": {"name": "Bo"}} });
+    let done = post_raw(
+        &h.url,
+        &retry_of(&first, json!(2), bo.clone(), &round.state),
+    )
+    .await;
+    assert_eq!(result_text(&done), "Hello, Bo!");
+    // The client lost that response: the same retry again gets the same outcome, under its id.
+    let again = post_raw(&h.url, &retry_of(&first, json!(3), bo, &round.state)).await;
+    assert_eq!(result_text(&again), "Hello, Bo!", "{}", again.body);
+    assert_eq!(again.response().unwrap()["id"], 3);
+    // Other answers with the used state are still refused.
+    let al = json!({ key: {"action": "accept", "content": {"name": "Al"}} });
+    let other = post_raw(&h.url, &retry_of(&first, json!(4), al, &round.state)).await;
+    assert_eq!(
+        assert_rpc_error(&other, 400, -32602)["data"]["reason"],
+        "consumed_or_unknown"
+    );
+    assert_eq!(answers(&h).len(), 1, "the backend heard the answer once");
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_outcome_is_forgotten_after_outcome_ttl() {
+    let h = Harness::start_with(Backend::Stdio, |c| c.mrtr.outcome_ttl = Duration::ZERO).await;
+    let first = tool_call(json!(1), "ask_name", json!({}), &elicitation_caps());
+    let round = input_required(&post_raw(&h.url, &first).await);
+    let key = key_of(&round, "elicitation/create");
+    let bo = json!({ key: {"action": "accept", "content": {"name": "Bo"}} });
+    let done = post_raw(
+        &h.url,
+        &retry_of(&first, json!(2), bo.clone(), &round.state),
+    )
+    .await;
+    assert_eq!(result_text(&done), "Hello, Bo!");
+    // The sweeper runs at least every second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let again = post_raw(&h.url, &retry_of(&first, json!(3), bo, &round.state)).await;
+    assert_eq!(
+        assert_rpc_error(&again, 400, -32602)["data"]["reason"],
+        "consumed_or_unknown"
+    );
+    assert_eq!(answers(&h).len(), 1);
     h.stop().await;
 }
 

@@ -6,11 +6,9 @@
 //! against both limits at once, so concurrent calls can never exceed them. It becomes an entry
 //! with [`HeldTable::insert`], or gives its place back when dropped unused.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
+use super::quota::Quota;
 pub use crate::error::HeldError;
 
 struct Slot<T> {
@@ -21,12 +19,8 @@ struct Slot<T> {
 
 pub struct HeldTable<T> {
     entries: DashMap<String, Slot<T>>,
-    /// Admitted places, per principal digest (entries and admissions not yet inserted).
-    per_principal: DashMap<String, usize>,
-    /// Admitted places, gateway-wide.
-    admitted: AtomicUsize,
-    max_held: usize,
-    max_per_principal: usize,
+    /// Admitted places (entries and admissions not yet inserted).
+    places: Quota,
 }
 
 /// A place in the table, counted against its limits; released when dropped unused.
@@ -56,10 +50,7 @@ impl<T> HeldTable<T> {
     pub fn new(max_held: usize, max_per_principal: usize) -> Self {
         Self {
             entries: DashMap::new(),
-            per_principal: DashMap::new(),
-            admitted: AtomicUsize::new(0),
-            max_held,
-            max_per_principal,
+            places: Quota::new(max_held, max_per_principal),
         }
     }
 
@@ -70,24 +61,7 @@ impl<T> HeldTable<T> {
 
     /// Takes a place for one more entry of this principal, or says which limit is reached.
     pub fn admit(&self, principal_digest: String) -> Result<Admission<'_, T>, HeldError> {
-        let max_held = self.max_held;
-        self.admitted
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max_held).then_some(n + 1)
-            })
-            .map_err(HeldError::Full)?;
-        // The shard lock of this principal's count makes the check and the increment one step.
-        let mut mine = self
-            .per_principal
-            .entry(principal_digest.clone())
-            .or_insert(0);
-        if *mine >= self.max_per_principal {
-            let count = *mine;
-            drop(mine);
-            self.admitted.fetch_sub(1, Ordering::AcqRel);
-            return Err(HeldError::PrincipalFull(count));
-        }
-        *mine += 1;
+        self.places.take(&principal_digest)?;
         Ok(Admission {
             table: self,
             principal: Some(principal_digest),
@@ -128,18 +102,14 @@ impl<T> HeldTable<T> {
     }
 
     fn release(&self, principal: String) {
-        if let Entry::Occupied(mut count) = self.per_principal.entry(principal) {
-            *count.get_mut() -= 1;
-            if *count.get() == 0 {
-                count.remove();
-            }
-        }
-        self.admitted.fetch_sub(1, Ordering::AcqRel);
+        self.places.give_back(&principal);
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
 
     #[test]
@@ -202,7 +172,7 @@ mod tests {
         );
         assert_eq!(table.count(), 50);
         for principal in ["p0", "p1"] {
-            let count = table.per_principal.get(principal).map_or(0, |n| *n);
+            let count = table.places.taken_by(principal);
             assert!(count <= 30, "{principal} holds {count}, over its limit");
         }
     }

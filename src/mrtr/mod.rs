@@ -23,10 +23,11 @@
 pub mod call;
 pub mod held;
 pub mod inputs;
+pub mod quota;
 pub mod setup;
 pub mod state;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,7 @@ use tokio_util::task::TaskTracker;
 use self::call::{CallDriver, Ending, RequestScope, Step};
 use self::held::{Admission, HeldTable};
 use self::inputs::{validate_answer, PendingInput};
+use self::quota::Quota;
 use self::state::{now_ms, principal_digest, random_id, KeyRing, StatePayload};
 use crate::config::MrtrConfig;
 use crate::error::{GatewayError, StateRejection};
@@ -127,48 +129,9 @@ struct Redemption {
     finished: OnceLock<Instant>,
     /// The outcome reached a waiting client and is not kept: a later copy is refused.
     delivered: AtomicBool,
-    /// The outcome is kept for `outcome_ttl` (counted in `kept`): a later copy gets it again.
+    /// The outcome is kept for `outcome_ttl` (counted in `kept_outcomes`): a later copy gets it
+    /// again.
     kept: AtomicBool,
-}
-
-/// How many finished outcomes are kept for re-sent retries, gateway-wide and per principal.
-#[derive(Default)]
-struct KeptOutcomes {
-    total: AtomicUsize,
-    per_principal: DashMap<String, usize>,
-}
-
-impl KeptOutcomes {
-    /// Counts one more kept outcome of `principal`, unless a bound is reached.
-    fn admit(&self, principal: &str, max_total: usize, max_per_principal: usize) -> bool {
-        if self
-            .total
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max_total).then_some(n + 1)
-            })
-            .is_err()
-        {
-            return false;
-        }
-        let mut mine = self.per_principal.entry(principal.to_owned()).or_insert(0);
-        if *mine >= max_per_principal {
-            drop(mine);
-            self.total.fetch_sub(1, Ordering::AcqRel);
-            return false;
-        }
-        *mine += 1;
-        true
-    }
-
-    fn release(&self, principal: &str) {
-        self.total.fetch_sub(1, Ordering::AcqRel);
-        if let Entry::Occupied(mut mine) = self.per_principal.entry(principal.to_owned()) {
-            *mine.get_mut() -= 1;
-            if *mine.get() == 0 {
-                mine.remove();
-            }
-        }
-    }
 }
 
 /// A retry that passed every check.
@@ -202,7 +165,8 @@ pub struct Bridge {
     instance: String,
     held: HeldTable<HeldCall>,
     redemptions: DashMap<String, Arc<Redemption>>,
-    kept_outcomes: KeptOutcomes,
+    /// Kept outcomes, bounded like held calls (`max_held`, `max_held_per_principal`).
+    kept_outcomes: Quota,
     /// Call tasks (counted as running calls).
     tasks: TaskTracker,
     /// The sweeper.
@@ -229,6 +193,7 @@ impl Bridge {
             .as_ref()
             .and_then(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok());
         let held = HeldTable::new(config.max_held, config.max_held_per_principal);
+        let kept_outcomes = Quota::new(config.max_held, config.max_held_per_principal);
         let bridge = Arc::new(Self {
             config,
             keys: ArcSwap::from_pointee(keys),
@@ -236,7 +201,7 @@ impl Bridge {
             instance,
             held,
             redemptions: DashMap::new(),
-            kept_outcomes: KeptOutcomes::default(),
+            kept_outcomes,
             tasks: TaskTracker::new(),
             upkeep: TaskTracker::new(),
             stop,
@@ -342,13 +307,7 @@ impl Bridge {
                 }
                 let delivered = tx.send(Event::Outcome(outcome)).await.is_ok();
                 if let Some(record) = record {
-                    let config = &bridge.config;
-                    let kept = delivered
-                        && bridge.kept_outcomes.admit(
-                            &record.principal,
-                            config.max_held,
-                            config.max_held_per_principal,
-                        );
+                    let kept = delivered && bridge.kept_outcomes.take(&record.principal).is_ok();
                     record.kept.store(kept, Ordering::Release);
                     record.delivered.store(delivered, Ordering::Release);
                 }
@@ -636,7 +595,7 @@ impl Bridge {
                 None => record.created.elapsed() < running_for,
             };
             if !keep && record.kept.swap(false, Ordering::AcqRel) {
-                self.kept_outcomes.release(&record.principal);
+                self.kept_outcomes.give_back(&record.principal);
             }
             keep
         });
@@ -695,26 +654,4 @@ fn validate_reissue(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kept_outcomes_are_bounded_gateway_wide_and_per_principal() {
-        let kept = KeptOutcomes::default();
-        assert!(kept.admit("a", 3, 2));
-        assert!(kept.admit("a", 3, 2));
-        assert!(!kept.admit("a", 3, 2), "a's own bound");
-        assert!(kept.admit("b", 3, 2));
-        assert!(!kept.admit("c", 3, 2), "the gateway-wide bound");
-        kept.release("a");
-        assert!(kept.admit("c", 3, 2));
-        kept.release("a");
-        kept.release("b");
-        kept.release("c");
-        assert_eq!(kept.total.load(Ordering::Acquire), 0);
-        assert!(kept.per_principal.is_empty());
-    }
 }

@@ -1,0 +1,88 @@
+//! Places counted gateway-wide and per principal, both bounded: what the held table admits calls
+//! against, and what kept outcomes are counted against. Sharded (dashmap): the shard lock of a
+//! principal's count makes its check and increment one step; no lock spans all principals.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+
+use crate::error::HeldError;
+
+pub struct Quota {
+    /// Places taken, per principal digest.
+    per_principal: DashMap<String, usize>,
+    /// Places taken, gateway-wide.
+    taken: AtomicUsize,
+    max_total: usize,
+    max_per_principal: usize,
+}
+
+impl Quota {
+    pub fn new(max_total: usize, max_per_principal: usize) -> Self {
+        Self {
+            per_principal: DashMap::new(),
+            taken: AtomicUsize::new(0),
+            max_total,
+            max_per_principal,
+        }
+    }
+
+    /// Takes one place for `principal`, or says which bound is reached.
+    pub fn take(&self, principal: &str) -> Result<(), HeldError> {
+        let max_total = self.max_total;
+        self.taken
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max_total).then_some(n + 1)
+            })
+            .map_err(HeldError::Full)?;
+        let mut mine = self.per_principal.entry(principal.to_owned()).or_insert(0);
+        if *mine >= self.max_per_principal {
+            let count = *mine;
+            drop(mine);
+            self.taken.fetch_sub(1, Ordering::AcqRel);
+            return Err(HeldError::PrincipalFull(count));
+        }
+        *mine += 1;
+        Ok(())
+    }
+
+    /// Gives back a place `principal` took.
+    pub fn give_back(&self, principal: &str) {
+        if let Entry::Occupied(mut count) = self.per_principal.entry(principal.to_owned()) {
+            *count.get_mut() -= 1;
+            if *count.get() == 0 {
+                count.remove();
+            }
+        }
+        self.taken.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Places `principal` holds now.
+    #[cfg(test)]
+    pub fn taken_by(&self, principal: &str) -> usize {
+        self.per_principal.get(principal).map_or(0, |n| *n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_are_bounded_gateway_wide_and_per_principal() {
+        let quota = Quota::new(3, 2);
+        assert!(quota.take("a").is_ok());
+        assert!(quota.take("a").is_ok());
+        assert!(matches!(quota.take("a"), Err(HeldError::PrincipalFull(2))));
+        assert!(quota.take("b").is_ok());
+        assert!(matches!(quota.take("c"), Err(HeldError::Full(3))));
+        quota.give_back("a");
+        assert!(quota.take("c").is_ok());
+        for principal in ["a", "b", "c"] {
+            quota.give_back(principal);
+        }
+        assert_eq!(quota.taken.load(Ordering::Acquire), 0);
+        assert!(quota.per_principal.is_empty());
+    }
+}

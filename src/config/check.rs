@@ -1,5 +1,6 @@
 //! The cross-field rules of each section, checked after `${NAME}` expansion. Every error names
-//! the key it is about (`server.max_connections`, `route[0].auth`, `backend.b.url`, ...).
+//! the key it is about (`server.max_connections`, `route[0].auth`, `backend.b.url`, ...); a rule
+//! on two keys at once names the first and both in its message (`held_ttl and round_wait`).
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;

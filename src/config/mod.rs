@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 pub use auth::{AuthConfig, BearerToken, JwtConfig, ANONYMOUS, JWT_ALGORITHMS, MAX_LEEWAY};
-pub use keys::{decode_keys, KeyError, KEY_LEN};
+pub use keys::{decode_keys, KeyError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -96,7 +96,9 @@ pub struct MrtrConfig {
     pub refused_retry_grace: Duration,
     /// How long a finished round's outcome is kept for a re-sent retry (same state, principal
     /// and answers), so a client that lost the response learns the result; the backend hears
-    /// nothing new. At most `max_held` outcomes are kept, `max_held_per_principal` per principal.
+    /// nothing new. Of the outcomes that reached a client, at most `max_held` are kept, and
+    /// `max_held_per_principal` per principal; one whose client was gone stays for the retry
+    /// anyway (it was never seen).
     #[serde(default = "defaults::outcome_ttl", with = "humantime_serde")]
     pub outcome_ttl: Duration,
 }

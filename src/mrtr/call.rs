@@ -27,7 +27,9 @@ use serde_json::{json, Map, Value};
 // in tests; outside tests it is the monotonic clock itself.
 use tokio::time::Instant;
 
-use super::inputs::{assign_key, gate, validate_answer, Gate, InputKind, PendingInput};
+use super::inputs::{
+    assign_key, check_answer, gate, validate_answer, Gate, InputKind, PendingInput,
+};
 use crate::backend::pool::Lease;
 use crate::backend::session::{answer_locally, ActiveCall, CallEvent};
 use crate::backend::BackendError;
@@ -299,12 +301,7 @@ impl<C: BackendCall> CallDriver<C> {
             let Some(answer) = answers.get(&input.key) else {
                 continue;
             };
-            let result =
-                validate_answer(input, answer).map_err(|problem| GatewayError::InvalidParams {
-                    message: format!("inputResponses[\"{}\"] {problem}", input.key),
-                    data: Some(json!({ "key": input.key })),
-                })?;
-            checked.push((input.key.clone(), result));
+            checked.push((input.key.clone(), check_answer(input, answer)?));
         }
         Ok(ValidatedAnswers(checked))
     }
@@ -366,11 +363,8 @@ impl<C: BackendCall> CallDriver<C> {
     /// answered (or there were none left to ask). Roots given meanwhile must apply first.
     async fn send_after_prelude(&mut self) -> Option<Step> {
         // The prelude's questions were queued before the driver ran.
-        if let Some(step) = self.take_queued_events() {
-            return Some(step);
-        }
-        if !self.outstanding.is_empty() || !self.backlog.is_empty() {
-            return None;
+        if let Some(wait) = self.prelude_waits() {
+            return wait;
         }
         if self.prelude_asked_roots && !self.prelude_gave_roots {
             // The backend withdrew its roots question before this client's answer reached it
@@ -383,17 +377,23 @@ impl<C: BackendCall> CallDriver<C> {
         if std::mem::take(&mut self.roots_to_settle) {
             self.call.roots_barrier().await;
             // What the backend asked meanwhile comes before the call too.
-            if let Some(step) = self.take_queued_events() {
-                return Some(step);
-            }
-            if !self.outstanding.is_empty() || !self.backlog.is_empty() {
-                return None;
+            if let Some(wait) = self.prelude_waits() {
+                return wait;
             }
         }
         match self.call.send() {
             Ok(()) => None,
             Err(e) => Some(Step::End(Ending::Failed(e.into()))),
         }
+    }
+
+    /// Handles what the backend has queued; `Some` while the call cannot be sent yet: with the
+    /// step to show, or with `None` when questions wait for their answers.
+    fn prelude_waits(&mut self) -> Option<Option<Step>> {
+        if let Some(step) = self.take_queued_events() {
+            return Some(Some(step));
+        }
+        (!self.outstanding.is_empty() || !self.backlog.is_empty()).then_some(None)
     }
 
     /// Answers every outstanding input as abandoned: elicitations are cancelled, other kinds
@@ -463,7 +463,7 @@ impl<C: BackendCall> CallDriver<C> {
                     backend_id: id,
                     kind,
                     request,
-                    original: (method.clone(), params.clone()),
+                    original: (method, params),
                     deferred,
                 };
                 if let Some(answer) = self.scope.preanswers.remove(&input.key) {
@@ -510,7 +510,7 @@ impl<C: BackendCall> CallDriver<C> {
                         backend_id: Value::Null,
                         kind,
                         request,
-                        original: ("elicitation/create".into(), Some(params.clone())),
+                        original: ("elicitation/create".into(), Some(params)),
                         deferred: false,
                     });
                 }

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use serde_json::{json, Map, Value};
 
+use crate::error::GatewayError;
 use crate::jsonrpc::{codes, JsonRpcError};
 
 /// `_meta` key by which a backend may name an input.
@@ -211,6 +212,14 @@ pub fn assign_key(
             return key;
         }
     }
+}
+
+/// [`validate_answer`] as the client hears a refusal: -32602 naming the input's key.
+pub fn check_answer(input: &PendingInput, answer: &Value) -> Result<Value, GatewayError> {
+    validate_answer(input, answer).map_err(|problem| GatewayError::InvalidParams {
+        message: format!("inputResponses[\"{}\"] {problem}", input.key),
+        data: Some(json!({ "key": input.key })),
+    })
 }
 
 /// Checks one answer against the input it answers; returns the result to send the backend.

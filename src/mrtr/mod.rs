@@ -27,7 +27,7 @@ pub mod quota;
 pub mod setup;
 pub mod state;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -41,7 +41,7 @@ use tokio_util::task::TaskTracker;
 
 use self::call::{CallDriver, Ending, RequestScope, Step};
 use self::held::{Admission, HeldTable};
-use self::inputs::{validate_answer, PendingInput};
+use self::inputs::{check_answer, PendingInput};
 use self::quota::Quota;
 use self::state::{now_ms, principal_digest, random_id, KeyRing, StatePayload};
 use crate::config::MrtrConfig;
@@ -127,11 +127,21 @@ struct Redemption {
     outcome: watch::Sender<Option<Outcome>>,
     /// When the outcome was published.
     finished: OnceLock<Instant>,
-    /// The outcome reached a waiting client and is not kept: a later copy is refused.
-    delivered: AtomicBool,
-    /// The outcome is kept for `outcome_ttl` (counted in `kept_outcomes`): a later copy gets it
-    /// again.
-    kept: AtomicBool,
+    /// What a later copy of the retry gets (`Replay`).
+    replay: AtomicU8,
+}
+
+/// The replay states of a [`Redemption`].
+struct Replay;
+
+impl Replay {
+    /// Running, or finished without reaching anyone: a later copy waits for or gets the outcome.
+    const PENDING: u8 = 0;
+    /// Reached a client and kept for `outcome_ttl` (counted in `kept_outcomes`): a later copy
+    /// gets it again.
+    const KEPT: u8 = 1;
+    /// Reached a client and not kept: a later copy is refused.
+    const REFUSED: u8 = 2;
 }
 
 /// A retry that passed every check.
@@ -141,7 +151,8 @@ pub enum Redeemed {
     Reissue { accepted: bool, error: GatewayError },
     /// This retry took the held call; its events follow.
     Fresh(mpsc::Receiver<Event>),
-    /// The same retry, re-sent before its outcome reached anyone: wait for that outcome.
+    /// The same retry, re-sent before its outcome reached anyone or while it is kept: wait for
+    /// that outcome.
     Duplicate(watch::Receiver<Option<Outcome>>),
 }
 
@@ -306,10 +317,12 @@ impl Bridge {
                     let _ = record.finished.set(Instant::now());
                 }
                 let delivered = tx.send(Event::Outcome(outcome)).await.is_ok();
-                if let Some(record) = record {
-                    let kept = delivered && bridge.kept_outcomes.take(&record.principal).is_ok();
-                    record.kept.store(kept, Ordering::Release);
-                    record.delivered.store(delivered, Ordering::Release);
+                if let Some(record) = record.filter(|_| delivered) {
+                    let replay = match bridge.kept_outcomes.take(&record.principal) {
+                        Ok(()) => Replay::KEPT,
+                        Err(_) => Replay::REFUSED,
+                    };
+                    record.replay.store(replay, Ordering::Release);
                 }
             },
             request_span,
@@ -496,14 +509,13 @@ impl Bridge {
         }
         tracing::Span::current().record("round", payload.round);
         let answers_digest =
-            crate::digest::sha256_hex(Value::Object(answers.clone()).to_string().as_bytes());
+            crate::digest::sha256_hex(&serde_json::to_vec(answers).unwrap_or_default());
         match self.redemptions.entry(payload.held_id.clone()) {
             Entry::Occupied(existing) => {
                 let record = existing.get();
                 // The same answers again: the first one's outcome, while it is pending, was
                 // never handed to anyone, or is kept for `outcome_ttl`.
-                let replayable = !record.delivered.load(Ordering::Acquire)
-                    || record.kept.load(Ordering::Acquire);
+                let replayable = record.replay.load(Ordering::Acquire) != Replay::REFUSED;
                 if record.answers_digest == answers_digest && replayable {
                     Ok(Redeemed::Duplicate(existing.get().outcome.subscribe()))
                 } else {
@@ -569,8 +581,7 @@ impl Bridge {
                     created: Instant::now(),
                     outcome: watch::channel(None).0,
                     finished: OnceLock::new(),
-                    delivered: AtomicBool::new(false),
-                    kept: AtomicBool::new(false),
+                    replay: AtomicU8::new(Replay::PENDING),
                 });
                 slot.insert(record.clone());
                 driver.resume(scope, validated, self.config.round_wait);
@@ -594,7 +605,7 @@ impl Bridge {
                 Some(finished) => finished.elapsed() < outcome_ttl,
                 None => record.created.elapsed() < running_for,
             };
-            if !keep && record.kept.swap(false, Ordering::AcqRel) {
+            if !keep && record.replay.swap(Replay::REFUSED, Ordering::AcqRel) == Replay::KEPT {
                 self.kept_outcomes.give_back(&record.principal);
             }
             keep
@@ -647,10 +658,7 @@ fn validate_reissue(
 ) -> Result<(), GatewayError> {
     for input in inputs {
         if let Some(answer) = answers.get(&input.key) {
-            validate_answer(input, answer).map_err(|problem| GatewayError::InvalidParams {
-                message: format!("inputResponses[\"{}\"] {problem}", input.key),
-                data: Some(json!({ "key": input.key })),
-            })?;
+            check_answer(input, answer)?;
         }
     }
     Ok(())

@@ -4,7 +4,6 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
 use crate::error::HeldError;
@@ -30,18 +29,25 @@ impl Quota {
 
     /// Takes one place for `principal`, or says which bound is reached.
     pub fn take(&self, principal: &str) -> Result<(), HeldError> {
+        // A principal that holds places already needs no new key.
+        if let Some(mut mine) = self.per_principal.get_mut(principal) {
+            return self.count_in(&mut mine);
+        }
+        let mut mine = self.per_principal.entry(principal.to_owned()).or_insert(0);
+        self.count_in(&mut mine)
+    }
+
+    /// Counts one more place in a principal's count (held under its shard lock).
+    fn count_in(&self, mine: &mut usize) -> Result<(), HeldError> {
         let max_total = self.max_total;
         self.taken
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max_total).then_some(n + 1)
             })
             .map_err(HeldError::Full)?;
-        let mut mine = self.per_principal.entry(principal.to_owned()).or_insert(0);
         if *mine >= self.max_per_principal {
-            let count = *mine;
-            drop(mine);
             self.taken.fetch_sub(1, Ordering::AcqRel);
-            return Err(HeldError::PrincipalFull(count));
+            return Err(HeldError::PrincipalFull(*mine));
         }
         *mine += 1;
         Ok(())
@@ -49,12 +55,11 @@ impl Quota {
 
     /// Gives back a place `principal` took.
     pub fn give_back(&self, principal: &str) {
-        if let Entry::Occupied(mut count) = self.per_principal.entry(principal.to_owned()) {
-            *count.get_mut() -= 1;
-            if *count.get() == 0 {
-                count.remove();
-            }
+        if let Some(mut count) = self.per_principal.get_mut(principal) {
+            *count = count.saturating_sub(1);
         }
+        self.per_principal
+            .remove_if(principal, |_, count| *count == 0);
         self.taken.fetch_sub(1, Ordering::AcqRel);
     }
 

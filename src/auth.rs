@@ -20,7 +20,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use tokio::sync::Mutex as AsyncMutex;
 
-use crate::config::{AuthConfig, JwtConfig, ANONYMOUS, MAX_LEEWAY};
+use crate::config::{AuthConfig, JwtConfig, ANONYMOUS, JWT_ALGORITHMS, MAX_LEEWAY};
 use crate::http_client::HttpClient;
 use crate::sync::RwLockRecovered;
 
@@ -38,7 +38,7 @@ pub enum AuthError {
     Keys(String),
 }
 
-pub fn parse_algorithm(name: &str) -> Option<Algorithm> {
+fn parse_algorithm(name: &str) -> Option<Algorithm> {
     match name {
         "RS256" => Some(Algorithm::RS256),
         "ES256" => Some(Algorithm::ES256),
@@ -63,7 +63,7 @@ impl Authenticator {
                 for token in tokens {
                     let digest = match (&token.sha256, &token.token) {
                         (Some(d), None) => d.to_ascii_lowercase(),
-                        (None, Some(t)) => crate::digest::sha256_hex(t.as_bytes()),
+                        (None, Some(t)) => token_digest(t),
                         _ => {
                             return Err(AuthError::Keys(format!(
                                 "token of {} needs exactly one of sha256 and token",
@@ -85,29 +85,41 @@ impl Authenticator {
 
     /// The principal of a request, or why it is refused.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<String, AuthError> {
-        let token = || {
-            headers
-                .get(AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| {
-                    let (scheme, token) = v.trim().split_once(' ')?;
-                    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-                })
-                .filter(|t| !t.is_empty())
-                .ok_or(AuthError::Missing)
-        };
         match self {
-            Self::None => Ok(ANONYMOUS.to_string()),
-            Self::Bearer(by_digest) => {
-                let digest = crate::digest::sha256_hex(token()?.as_bytes());
-                by_digest
-                    .get(&digest)
-                    .map(|p| format!("bearer {p}"))
-                    .ok_or_else(|| AuthError::Invalid("unknown token".into()))
-            }
-            Self::Jwt(verifier) => verifier.verify(token()?).await,
+            Self::Jwt(verifier) => verifier.verify(bearer_token(headers)?).await,
+            _ => self
+                .authenticate_now(headers)
+                .unwrap_or(Err(AuthError::Missing)),
         }
     }
+
+    /// The answer of a mode that needs no I/O (`none`, `bearer`); `None` for `jwt`, whose
+    /// keys may have to be fetched.
+    pub fn authenticate_now(&self, headers: &HeaderMap) -> Option<Result<String, AuthError>> {
+        match self {
+            Self::None => Some(Ok(ANONYMOUS.to_string())),
+            Self::Bearer(by_digest) => Some(bearer_token(headers).and_then(|token| {
+                by_digest
+                    .get(&token_digest(token))
+                    .map(|p| format!("bearer {p}"))
+                    .ok_or_else(|| AuthError::Invalid("unknown token".into()))
+            })),
+            Self::Jwt(_) => None,
+        }
+    }
+}
+
+/// The bearer token of `Authorization`.
+fn bearer_token(headers: &HeaderMap) -> Result<&str, AuthError> {
+    headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, token) = v.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+        })
+        .filter(|t| !t.is_empty())
+        .ok_or(AuthError::Missing)
 }
 
 struct KeySet {
@@ -167,7 +179,10 @@ fn key_set(set: &JwkSet, allowed: &[Algorithm]) -> Result<KeySet, AuthError> {
 impl JwtVerifier {
     fn new(config: &JwtConfig, client: Option<HttpClient>) -> Result<Self, AuthError> {
         let algorithms: Vec<Algorithm> = if config.algorithms.is_empty() {
-            vec![Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA]
+            JWT_ALGORITHMS
+                .iter()
+                .filter_map(|a| parse_algorithm(a))
+                .collect()
         } else {
             config
                 .algorithms

@@ -218,6 +218,16 @@ impl GatewayError {
         Self::Backend(rewritten)
     }
 
+    /// A pool or session that cannot take the call now, though another attempt can (503),
+    /// rather than a backend that failed (502).
+    fn lower_layer_busy(&self) -> bool {
+        matches!(
+            self,
+            Self::Pool(PoolError::Closed | PoolError::QueueTimeout { .. })
+                | Self::Upstream(BackendError::Busy(_))
+        )
+    }
+
     /// The HTTP status that accompanies this error on the front's Streamable HTTP transport.
     pub fn http_status(&self) -> StatusCode {
         match self {
@@ -238,8 +248,9 @@ impl GatewayError {
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::BackendTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
-            Self::Pool(PoolError::Closed | PoolError::QueueTimeout { .. })
-            | Self::Upstream(BackendError::Busy(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Pool(_) | Self::Upstream(_) if self.lower_layer_busy() => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::Pool(_) | Self::Upstream(_) => StatusCode::BAD_GATEWAY,
             Self::Held(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Backend(e) if e.code == codes::MISSING_CLIENT_CAPABILITY => {
@@ -309,17 +320,13 @@ impl GatewayError {
             Self::BackendTimeout(m) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend timed out: {m}"))
             }
-            Self::Pool(e @ (PoolError::Closed | PoolError::QueueTimeout { .. })) => {
-                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Gateway busy: {e}"))
-            }
-            Self::Upstream(e @ BackendError::Busy(_)) => {
-                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Gateway busy: {e}"))
-            }
-            Self::Pool(e) => {
-                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend unavailable: {e}"))
-            }
-            Self::Upstream(e) => {
-                JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend unavailable: {e}"))
+            Self::Pool(_) | Self::Upstream(_) => {
+                let kind = if self.lower_layer_busy() {
+                    "Gateway busy"
+                } else {
+                    "Backend unavailable"
+                };
+                JsonRpcError::new(codes::INTERNAL_ERROR, format!("{kind}: {self}"))
             }
             Self::Held(_) => JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string()),
             Self::Backend(e) => e.clone(),

@@ -1,5 +1,5 @@
-//! The outbound HTTP client shared by whatever the gateway fetches: Streamable HTTP backends and
-//! JWKS documents. A leaf: hyper's pooled client over rustls (ring, webpki roots), HTTP/1.1.
+//! How the gateway's outbound HTTP clients are built (one per Streamable HTTP backend, one for
+//! JWKS documents): hyper's pooled client over rustls (ring, webpki roots), HTTP/1.1. A leaf.
 
 use std::time::Duration;
 

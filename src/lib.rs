@@ -1,16 +1,16 @@
 //! mrtr-gateway: a Model Context Protocol gateway that serves 2026-07-28 clients in front of
 //! unmodified 2025-11-25 servers.
 //!
-//! Data flows one way: [`front`] (2026-07-28 Streamable HTTP server, a stack of tower layers) →
-//! [`mrtr`] (multi round-trip bridge: call setup, held calls, `requestState`) → [`backend`]
+//! Data flows one way: `front` (2026-07-28 Streamable HTTP server, a stack of tower layers) →
+//! `mrtr` (multi round-trip bridge: call setup, held calls, `requestState`) → `backend`
 //! (2025-11-25 client over stdio or Streamable HTTP). Below them, leaves any layer may use:
-//! [`config`] (the file format), [`error`] (the one mapping of failures onto JSON-RPC codes and
-//! HTTP statuses), [`protocol`] (the vocabulary of both revisions), [`jsonrpc`] (message shapes),
-//! [`http_client`], [`digest`], [`metrics`] and [`telemetry`]. [`demo`] is the built-in demo
+//! [`config`] (the file format), `error` (the one mapping of failures onto JSON-RPC codes and
+//! HTTP statuses), `protocol` (the vocabulary of both revisions), `jsonrpc` (message shapes),
+//! `http_client`, `digest`, `metrics` and [`telemetry`]. [`demo`] is the built-in demo
 //! legacy server.
 //!
 //! The public surface is what the binary and the integration tests use; what the fuzz targets
-//! and benchmarks reach inside is in [`internals`], built only for them.
+//! and benchmarks reach inside is in `internals`, built only for them.
 
 // No panicking shortcut on a request path; tests may use them.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]

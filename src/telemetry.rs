@@ -118,8 +118,11 @@ pub fn init(format: LogFormat, default_level: &str, export: bool) -> Telemetry {
 /// Makes the current request span a child of the caller's trace. Trace context in `_meta` wins
 /// over the HTTP headers, as it does for what is passed to the backend.
 pub fn join_caller_trace(params: &Map<String, Value>, trace_headers: &[(&'static str, String)]) {
+    // Only an exported span has a parent to take.
     #[cfg(feature = "otlp")]
-    otlp::join_caller_trace(params, trace_headers);
+    if exporting() {
+        otlp::join_caller_trace(params, trace_headers);
+    }
     #[cfg(not(feature = "otlp"))]
     let _ = (params, trace_headers);
 }

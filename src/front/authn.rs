@@ -12,7 +12,7 @@ use tower_http::auth::AsyncAuthorizeRequest;
 
 use super::reply::{error_response, Body};
 use super::route::Route;
-use crate::config::ANONYMOUS;
+use crate::auth::AuthError;
 use crate::error::GatewayError;
 
 /// Who the request is from: a token's digest, a JWT subject, or `anonymous`.
@@ -32,39 +32,45 @@ impl<B: Send + 'static> AsyncAuthorizeRequest<B> for Authenticate {
         BoxFuture<'static, Result<Request<B>, Response<Body>>>,
     >;
 
-    fn authorize(&mut self, mut request: Request<B>) -> Self::Future {
-        if !self.route.auth.required() {
-            // Nothing to check: no future to box.
-            request
-                .extensions_mut()
-                .insert(Principal(ANONYMOUS.to_string()));
-            return Either::Left(ready(Ok(request)));
+    fn authorize(&mut self, request: Request<B>) -> Self::Future {
+        // `none` and `bearer` answer at once: no future to box.
+        if let Some(result) = self.route.auth.authenticate_now(request.headers()) {
+            return Either::Left(ready(admit(&self.route, request, result)));
         }
         let route = self.route.clone();
         Either::Right(Box::pin(async move {
-            match route.auth.authenticate(request.headers()).await {
-                Ok(principal) => {
-                    request.extensions_mut().insert(Principal(principal));
-                    Ok(request)
-                }
-                Err(e) => {
-                    let missing = matches!(e, crate::auth::AuthError::Missing);
-                    let mut response =
-                        error_response(None, &GatewayError::Unauthorized(e.to_string()));
-                    // Only a route that authenticates can answer 401, and only 401 names this URL.
-                    let metadata_url = route.resource_metadata_url(request.headers());
-                    let invalid = if missing {
-                        ""
-                    } else {
-                        ", error=\"invalid_token\""
-                    };
-                    let challenge = format!("Bearer resource_metadata=\"{metadata_url}\"{invalid}");
-                    if let Ok(value) = HeaderValue::from_str(&challenge) {
-                        response.headers_mut().insert(WWW_AUTHENTICATE, value);
-                    }
-                    Err(response)
-                }
-            }
+            let result = route.auth.authenticate(request.headers()).await;
+            admit(&route, request, result)
         }))
     }
+}
+
+/// The principal into the request, or 401 naming where to learn how to authenticate.
+// The shape tower-http's authorization takes.
+#[allow(clippy::result_large_err)]
+fn admit<B>(
+    route: &Route,
+    mut request: Request<B>,
+    result: Result<String, AuthError>,
+) -> Result<Request<B>, Response<Body>> {
+    let error = match result {
+        Ok(principal) => {
+            request.extensions_mut().insert(Principal(principal));
+            return Ok(request);
+        }
+        Err(error) => error,
+    };
+    let invalid = if matches!(error, AuthError::Missing) {
+        ""
+    } else {
+        ", error=\"invalid_token\""
+    };
+    let mut response = error_response(None, &GatewayError::Unauthorized(error.to_string()));
+    // Only a route that authenticates can answer 401, and only 401 names this URL.
+    let metadata_url = route.resource_metadata_url(request.headers());
+    let challenge = format!("Bearer resource_metadata=\"{metadata_url}\"{invalid}");
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(WWW_AUTHENTICATE, value);
+    }
+    Err(response)
 }

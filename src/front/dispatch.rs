@@ -17,7 +17,6 @@ use super::reply::{error_response, json_response, labeled, Body, Reply};
 use super::request::{Field, McpRequest};
 use super::route::Route;
 use super::translate;
-use crate::config::ANONYMOUS;
 use crate::error::{GatewayError, StateRejection};
 use crate::jsonrpc;
 use crate::mrtr::setup::{CallRequest, Continuation};
@@ -45,12 +44,14 @@ impl Service<Request<McpRequest>> for Dispatch {
         let dispatch = self.clone();
         Box::pin(async move {
             let (mut parts, request) = request.into_parts();
-            let principal = parts
-                .extensions
-                .remove::<Principal>()
-                .map_or_else(|| ANONYMOUS.to_string(), |p| p.0);
             let id = request.id.clone();
-            let answer = dispatch.apply(request, principal, &parts.headers).await;
+            // The authentication layer below which this service runs always sets it.
+            let answer = match parts.extensions.remove::<Principal>() {
+                Some(Principal(principal)) => {
+                    dispatch.apply(request, principal, &parts.headers).await
+                }
+                None => Err(GatewayError::Internal("no principal".into())),
+            };
             Ok(answer.unwrap_or_else(|error| error_response(Some(id), &error)))
         })
     }
@@ -68,7 +69,7 @@ impl Dispatch {
             Method::Discover => {
                 let init = self
                     .bridge
-                    .server_init(&route.pool, &principal, &request.meta.client_capabilities)
+                    .server_init(&route.pool, &principal, &request.scope.client_capabilities)
                     .await?;
                 let result = translate::discover_result(&init, &route.config);
                 Ok(labeled(
@@ -110,7 +111,8 @@ impl Dispatch {
             request_state,
             input_responses,
             arguments,
-            meta,
+            mut scope,
+            trace_headers,
             params,
             ..
         } = request;
@@ -125,9 +127,10 @@ impl Dispatch {
                 }
             };
             Some(match request_state {
-                Field::Absent => Continuation::First {
-                    preanswers: answers,
-                },
+                Field::Absent => {
+                    scope.preanswers = answers;
+                    Continuation::First
+                }
                 Field::Given(token) => Continuation::Retry { token, answers },
                 Field::Malformed => {
                     return Err(GatewayError::BadState {
@@ -152,10 +155,8 @@ impl Dispatch {
             arguments,
             params,
             continuation,
-            client_capabilities: meta.client_capabilities,
-            progress_token: meta.progress_token,
-            log_level: meta.log_level,
-            trace_headers: meta.trace_headers,
+            scope,
+            trace_headers,
         };
         let started = self.bridge.call(&self.route.pool, call).await?;
         Ok(reply.started(started, self.keep_alive))

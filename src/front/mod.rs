@@ -285,7 +285,7 @@ impl Gateway {
 
     /// Nothing held and nothing running: a draining gateway may stop.
     fn idle(&self) -> bool {
-        self.bridge.held_count() == 0 && self.bridge.running_count() == 0
+        self.held_calls() == 0 && self.running_calls() == 0
     }
 
     /// Reads the `requestState` keys again (key rotation without restart).

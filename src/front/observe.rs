@@ -12,6 +12,7 @@ use tower::{Layer, Service};
 
 use super::reply::Labels;
 use crate::metrics::Metrics;
+use crate::protocol::Method;
 
 #[derive(Clone)]
 pub struct ObserveLayer {
@@ -73,7 +74,7 @@ where
                 .get::<Labels>()
                 .copied()
                 .unwrap_or(Labels {
-                    method: "other",
+                    method: Method::Other.label(),
                     outcome: if response.status().is_client_error() {
                         "rejected"
                     } else {

@@ -1,6 +1,7 @@
 //! How the front writes what it answers: JSON-RPC errors with their HTTP status, a call's
 //! outcome as one JSON body (stamped for 2026-07-28), or an SSE stream when notifications
-//! precede it. Every response says what it was ([`Labels`]) for the metrics layer.
+//! precede it. A call's response says what it was ([`Labels`]) for the metrics layer; the
+//! others (errors, 202, a caught panic) are counted as `other`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use super::translate;
 use crate::error::GatewayError;
 use crate::jsonrpc;
 use crate::metrics::Metrics;
+use crate::mrtr::inputs::InputKind;
 use crate::mrtr::{Event, Outcome, Started};
 use crate::protocol::Method;
 
@@ -162,7 +164,11 @@ impl Reply {
     }
 
     fn message(&self, outcome: Outcome) -> (Value, StatusCode) {
-        let init = self.route.server_init();
+        // Read when the message is written: the first session may have started meanwhile.
+        let init = match &outcome {
+            Outcome::Error(_) => None,
+            _ => self.route.backend_init(),
+        };
         let server_info = init.as_deref().and_then(|init| init.get("serverInfo"));
         match outcome {
             Outcome::Final(result) => {
@@ -251,12 +257,15 @@ fn count_round(metrics: &Metrics, route: &str, result: &Value) {
     metrics.rounds.with_label_values(&[route]).inc();
     if let Some(requests) = result.get("inputRequests").and_then(Value::as_object) {
         for request in requests.values() {
-            let kind = match request.get("method").and_then(Value::as_str) {
-                Some("elicitation/create") => "elicitation",
-                Some("sampling/createMessage") => "sampling",
-                _ => "roots",
-            };
-            metrics.input_requests.with_label_values(&[kind]).inc();
+            let kind = request
+                .get("method")
+                .and_then(Value::as_str)
+                .and_then(InputKind::from_method)
+                .unwrap_or(InputKind::Roots);
+            metrics
+                .input_requests
+                .with_label_values(&[kind.as_str()])
+                .inc();
         }
     }
 }

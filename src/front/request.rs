@@ -1,7 +1,9 @@
 //! Parse once into a typed request: the POST body as JSON-RPC, the required request `_meta`,
 //! the request-metadata headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, Base64
 //! sentinel included) and the protocol version, all decided before any response starts. What
-//! passes becomes an [`McpRequest`]; downstream nothing reads the params by name again.
+//! passes becomes an [`McpRequest`] whose fields the gateway interprets are typed; downstream
+//! nothing looks them up in the params again (what stays in `params`, `_meta` included, passes
+//! to the backend).
 
 use std::convert::Infallible;
 use std::task::{Context, Poll};
@@ -16,24 +18,14 @@ use tower::{Layer, Service};
 use super::reply::{empty, error_response, Body};
 use crate::error::GatewayError;
 use crate::jsonrpc::{Message, ShapeError};
+use crate::mrtr::call::RequestScope;
 use crate::protocol::{
     log_level_rank, Method, LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL,
     META_PROTOCOL_VERSION, SUPPORTED_VERSIONS,
 };
 
-/// What a valid request declared in `_meta`.
-#[derive(Debug, Clone)]
-pub struct RequestMeta {
-    pub client_capabilities: Value,
-    pub log_level: Option<String>,
-    pub progress_token: Option<Value>,
-    /// W3C trace context from HTTP headers (`traceparent`, `tracestate`), used when `_meta`
-    /// carries none.
-    pub trace_headers: Vec<(&'static str, String)>,
-}
-
 /// A field whose shape is checked only where the method uses it (so errors keep their order).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub enum Field<T> {
     Absent,
     Given(T),
@@ -56,7 +48,12 @@ pub struct McpRequest {
     pub input_responses: Field<Map<String, Value>>,
     /// `arguments` of a tool or prompt, as sent.
     pub arguments: Option<Value>,
-    pub meta: RequestMeta,
+    /// What the request declared in `_meta` that shapes what it may see (capabilities, progress
+    /// token, log level); the capabilities are moved out of `_meta`.
+    pub scope: RequestScope,
+    /// W3C trace context from HTTP headers (`traceparent`, `tracestate`), read only when `_meta`
+    /// carries none.
+    pub trace_headers: Vec<(&'static str, String)>,
     /// Every other param, unknown ones included, as sent.
     pub params: Map<String, Value>,
 }
@@ -155,8 +152,8 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
         _ => Map::new(),
     };
     let method = Method::parse(&method_name);
-    let (meta, target) =
-        validate_meta(headers, method, &method_name, &params).map_err(|e| reject(Some(&id), e))?;
+    let (scope, trace_headers, target) = validate_meta(headers, method, &method_name, &mut params)
+        .map_err(|e| reject(Some(&id), e))?;
     let request_state = match params.remove("requestState") {
         None => Field::Absent,
         Some(Value::String(token)) => Field::Given(token),
@@ -176,10 +173,15 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
         request_state,
         input_responses,
         arguments,
-        meta,
+        scope,
+        trace_headers,
         params,
     }))
 }
+
+/// What the request-metadata checks read: the request's scope, the trace headers and the target
+/// the method names.
+type Metadata = (RequestScope, Vec<(&'static str, String)>, Option<String>);
 
 /// Checks the required `_meta` fields and the request-metadata headers against the body, and
 /// reads the target the method names.
@@ -187,8 +189,8 @@ fn validate_meta(
     headers: &HeaderMap,
     method: Method,
     method_name: &str,
-    params: &Map<String, Value>,
-) -> Result<(RequestMeta, Option<String>), GatewayError> {
+    params: &mut Map<String, Value>,
+) -> Result<Metadata, GatewayError> {
     // Order matters to clients: a missing header is a header error; a missing `_meta` field is
     // invalid params; a mismatch outranks an unsupported version.
     let header_version = header_str(headers, "mcp-protocol-version")?.ok_or_else(|| {
@@ -206,15 +208,15 @@ fn validate_meta(
                 "_meta[\"{META_PROTOCOL_VERSION}\"] is required"
             )))
         }
-        Some(Value::String(v)) => v.clone(),
+        Some(Value::String(v)) => v.as_str(),
         Some(_) => {
             return Err(GatewayError::invalid_params(format!(
                 "_meta[\"{META_PROTOCOL_VERSION}\"] must be a string"
             )))
         }
     };
-    let client_capabilities = match meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)) {
-        Some(caps @ Value::Object(_)) => caps.clone(),
+    match meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)) {
+        Some(Value::Object(_)) => {}
         Some(_) => {
             return Err(GatewayError::invalid_params(format!(
                 "_meta[\"{META_CLIENT_CAPABILITIES}\"] must be an object"
@@ -232,9 +234,9 @@ fn validate_meta(
             "MCP-Protocol-Version header value '{header_version}' does not match body value '{body_version}'"
         )));
     }
-    if !SUPPORTED_VERSIONS.contains(&body_version.as_str()) {
+    if !SUPPORTED_VERSIONS.contains(&body_version) {
         return Err(GatewayError::UnsupportedVersion {
-            requested: body_version,
+            requested: body_version.to_owned(),
             supported: SUPPORTED_VERSIONS,
         });
     }
@@ -297,22 +299,31 @@ fn validate_meta(
             ))
         }
     };
-    let trace_headers = ["traceparent", "tracestate"]
-        .into_iter()
-        .filter_map(|name| {
-            let value = headers.get(name)?.to_str().ok()?;
-            Some((name, value.to_string()))
-        })
-        .collect();
-    Ok((
-        RequestMeta {
-            client_capabilities,
-            log_level,
-            progress_token,
-            trace_headers,
-        },
-        target,
-    ))
+    // The headers are the fallback for trace context `_meta` lacks.
+    let trace_headers = if meta.is_some_and(|m| m.contains_key("traceparent")) {
+        Vec::new()
+    } else {
+        ["traceparent", "tracestate"]
+            .into_iter()
+            .filter_map(|name| {
+                let value = headers.get(name)?.to_str().ok()?;
+                Some((name, value.to_string()))
+            })
+            .collect()
+    };
+    // Checked above; moved, not copied (no 2025 backend sees `io.modelcontextprotocol/*`).
+    let client_capabilities = params
+        .get_mut("_meta")
+        .and_then(Value::as_object_mut)
+        .and_then(|meta| meta.remove(META_CLIENT_CAPABILITIES))
+        .unwrap_or_default();
+    let scope = RequestScope {
+        client_capabilities,
+        client_progress_token: progress_token,
+        log_level,
+        preanswers: Map::new(),
+    };
+    Ok((scope, trace_headers, target))
 }
 
 /// Parses the read body: `Request<Bytes>` becomes `Request<McpRequest>`; a notification is
@@ -351,7 +362,7 @@ where
         match parse(&parts.headers, &body) {
             Ok(Inbound::Request(request)) => {
                 // The request span (opened by the outer layer) joins the caller's trace.
-                crate::telemetry::join_caller_trace(&request.params, &request.meta.trace_headers);
+                crate::telemetry::join_caller_trace(&request.params, &request.trace_headers);
                 Either::Right(self.inner.call(Request::from_parts(parts, request)))
             }
             Ok(Inbound::Notification { method }) => {

@@ -30,7 +30,7 @@ pub struct Route {
 
 impl Route {
     /// The backend's most recent `InitializeResult` (its `serverInfo` stamps every result).
-    pub fn server_init(&self) -> Option<Arc<Value>> {
+    pub fn backend_init(&self) -> Option<Arc<Value>> {
         self.pool.cached_init()
     }
 

@@ -74,8 +74,8 @@ impl RunningGateway {
         &self.gateway
     }
 
-    /// Stops accepting, lets in-flight requests finish within the drain timeout, then closes
-    /// backend sessions.
+    /// Drains (new calls get 503, retries of held calls are served) until nothing is held or
+    /// running or the drain timeout, then stops accepting and closes backend sessions.
     pub async fn shutdown(mut self) {
         // The accept loop drains, closes the gateway and ends; the admin surface reports the
         // drain until then, however the loop ended.
@@ -164,8 +164,9 @@ async fn serve(
             }
             _ = drain_tick.tick(), if drain_deadline.is_some() => {
                 let expired = drain_deadline.is_some_and(|d| d <= tokio::time::Instant::now());
-                if expired || gateway.idle() {
-                    if expired && !gateway.idle() {
+                let idle = gateway.idle();
+                if expired || idle {
+                    if !idle {
                         tracing::warn!(held = gateway.held_calls(), "drain timeout reached; abandoning what is left");
                     }
                     break;

@@ -148,7 +148,12 @@ impl Replay {
 pub enum Redeemed {
     /// The held call was a -32042: issue the original request again (`accepted`), or report the
     /// backend's error if the client did not accept every URL.
-    Reissue { accepted: bool, error: GatewayError },
+    /// The retry's scope comes back for that new call.
+    Reissue {
+        accepted: bool,
+        error: GatewayError,
+        scope: RequestScope,
+    },
     /// This retry took the held call; its events follow.
     Fresh(mpsc::Receiver<Event>),
     /// The same retry, re-sent before its outcome reached anyone or while it is kept: wait for
@@ -569,7 +574,11 @@ impl Bridge {
                             &held.binding.method,
                             &held.binding.error_context,
                         );
-                        return Ok(Redeemed::Reissue { accepted, error });
+                        return Ok(Redeemed::Reissue {
+                            accepted,
+                            error,
+                            scope,
+                        });
                     }
                     (Held::Live(_), None) => {
                         return Err(GatewayError::Internal("answers not validated".into()))

@@ -2,7 +2,7 @@
 //! from the front and owns everything up to its first answer — redeeming a retry, leasing a
 //! session fit for the method, checking the backend offers the method, applying the log level,
 //! starting the backend call with params fit for a 2025-11-25 server, and the driver's first
-//! step. The front never touches a pool or a session.
+//! step. The front hands the bridge a route's pool and never leases a session or starts a call.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -18,10 +18,10 @@ use crate::error::GatewayError;
 use crate::protocol::{Method, META_PREFIX};
 
 /// How a forwarded request relates to a call the gateway may hold.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Continuation {
-    /// A first call; `inputResponses` sent with it answer questions as they arrive.
-    First { preanswers: Map<String, Value> },
+    /// A first call; `inputResponses` sent with it are the scope's `preanswers`.
+    First,
     /// A retry: `requestState` names the held call, `inputResponses` answer its round.
     Retry {
         token: String,
@@ -40,13 +40,13 @@ pub struct CallRequest {
     pub target: Option<String>,
     /// `arguments` of a tool or prompt, as sent.
     pub arguments: Option<Value>,
-    /// The client's params without `inputResponses` and `requestState`; unknown fields kept.
+    /// The client's params without `inputResponses`, `requestState` and `arguments` (and the
+    /// capabilities moved out of `_meta`); unknown fields kept.
     pub params: Map<String, Value>,
     /// `None` for a method that cannot be held.
     pub continuation: Option<Continuation>,
-    pub client_capabilities: Value,
-    pub progress_token: Option<Value>,
-    pub log_level: Option<String>,
+    /// What the request declared that shapes what it may see.
+    pub scope: RequestScope,
     /// W3C trace context from the HTTP headers, used when `_meta` carries none.
     pub trace_headers: Vec<(&'static str, String)>,
 }
@@ -67,32 +67,29 @@ impl Bridge {
             arguments,
             params,
             continuation,
-            client_capabilities,
-            progress_token,
-            log_level,
+            scope,
             trace_headers,
         } = request;
         let interruptible = continuation.is_some();
+        // Only a call that can be held has its params bound into a `requestState`.
+        let params_digest = if interruptible {
+            params_digest(method, target.as_deref(), arguments.as_ref())
+        } else {
+            String::new()
+        };
         let binding = CallBinding {
             route,
             principal,
             method: method.as_str().to_string(),
-            params_digest: params_digest(method, target.as_deref(), arguments.as_ref()),
+            params_digest,
             error_context: json!({
                 "uri": target.filter(|_| method == Method::ResourcesRead)
             }),
         };
-        let mut scope = RequestScope {
-            client_capabilities,
-            client_progress_token: progress_token,
-            log_level,
-            preanswers: Map::new(),
-        };
-        match continuation {
-            None => {}
-            Some(Continuation::First { preanswers }) => scope.preanswers = preanswers,
+        let scope = match continuation {
+            None | Some(Continuation::First) => scope,
             Some(Continuation::Retry { token, answers }) => {
-                match self.redeem(&binding, &token, &answers, scope.clone())? {
+                match self.redeem(&binding, &token, &answers, scope)? {
                     Redeemed::Fresh(events) => return Ok(first_answer(events).await),
                     Redeemed::Duplicate(mut outcome) => {
                         let wait = pool.request_timeout() + self.config.round_wait;
@@ -109,11 +106,15 @@ impl Bridge {
                         return Ok(Started::Outcome(outcome));
                     }
                     // The client visited the URLs: the original request is issued again.
-                    Redeemed::Reissue { accepted: true, .. } => {}
+                    Redeemed::Reissue {
+                        accepted: true,
+                        scope,
+                        ..
+                    } => scope,
                     Redeemed::Reissue { error, .. } => return Err(error),
                 }
             }
-        }
+        };
 
         let profile = pool.profile_for(&scope.client_capabilities);
         let key = PoolKey::new(&binding.principal, &profile);

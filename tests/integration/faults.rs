@@ -6,15 +6,14 @@ use std::time::{Duration, Instant};
 use mrtr_gateway::config::Config;
 use serde_json::json;
 
-use crate::support::gateway::{Backend, Harness, HttpBackend, TestConfig};
+use crate::support::gateway::{one_session, Backend, Harness, HttpBackend, TestConfig};
 use crate::support::modern_client::{answer_only_input, modern_request, post_raw};
 use crate::support::rpc::{assert_rpc_error, elicitation_caps, no_caps, result_text, tool_call};
 
 /// One backend session, and a short wait for it.
 fn one_session_short_queue(config: &mut Config) {
-    let pool = &mut config.legacy().pool;
-    pool.max_sessions = 1;
-    pool.queue_wait = Duration::from_millis(300);
+    one_session(config);
+    config.legacy().pool.queue_wait = Duration::from_millis(300);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

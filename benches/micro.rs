@@ -34,6 +34,7 @@ fn payload() -> StatePayload {
     StatePayload {
         held_id: random_id(),
         owner: "gw-7f3a9c".into(),
+        owner_address: None,
         route: "/mcp/tickets".into(),
         principal: principal_digest("alice@example.com"),
         method: "tools/call".into(),

@@ -25,6 +25,8 @@ pub enum StateRejection {
     RequestMismatch,
     ConsumedOrUnknown,
     RoundLimit,
+    /// It names an owner outside `fleet.allowed_peers`: it is not forwarded.
+    OwnerNotAllowed,
 }
 
 impl StateRejection {
@@ -37,6 +39,7 @@ impl StateRejection {
             Self::RequestMismatch => "request_mismatch",
             Self::ConsumedOrUnknown => "consumed_or_unknown",
             Self::RoundLimit => "round_limit",
+            Self::OwnerNotAllowed => "owner_not_allowed",
         }
     }
 }
@@ -128,6 +131,9 @@ pub enum GatewayError {
     Busy(String),
     #[error("Backend timed out: {0}")]
     BackendTimeout(String),
+    /// The replica holding a retry's call cannot be reached, or was restarted: the call is lost.
+    #[error("Owner unavailable: {0}")]
+    OwnerUnavailable(String),
     /// No session could be lent.
     #[error("{0}")]
     Pool(#[from] PoolError),
@@ -246,7 +252,7 @@ impl GatewayError {
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Self::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Busy(_) | Self::OwnerUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::BackendTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Pool(_) | Self::Upstream(_) if self.lower_layer_busy() => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -329,6 +335,14 @@ impl GatewayError {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("{kind}: {self}"))
             }
             Self::Held(_) => JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string()),
+            Self::OwnerUnavailable(m) => JsonRpcError::new(
+                codes::INTERNAL_ERROR,
+                format!(
+                    "Owner unavailable: the gateway replica holding this call {m}; \
+                     the call is lost, start it again without requestState"
+                ),
+            )
+            .with_data(json!({ "reason": "owner_unavailable" })),
             Self::Backend(e) => e.clone(),
             Self::Internal(m) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("Internal error: {m}"))
@@ -416,6 +430,28 @@ mod tests {
         assert_eq!(
             source.as_deref(),
             Some("cannot start backend: no such file")
+        );
+    }
+
+    #[test]
+    fn an_unreachable_owner_is_503_with_its_reason() {
+        let gone = GatewayError::OwnerUnavailable("did not answer within 2s".into());
+        assert_eq!(gone.http_status(), StatusCode::SERVICE_UNAVAILABLE);
+        let object = gone.to_jsonrpc();
+        assert_eq!(object.code, codes::INTERNAL_ERROR);
+        assert_eq!(object.data, Some(json!({"reason": "owner_unavailable"})));
+        assert!(
+            object.message.contains("start it again"),
+            "{}",
+            object.message
+        );
+        let refused = GatewayError::BadState {
+            reason: StateRejection::OwnerNotAllowed,
+        };
+        assert_eq!(refused.http_status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            refused.to_jsonrpc().data,
+            Some(json!({"reason": "owner_not_allowed"}))
         );
     }
 

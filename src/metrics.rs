@@ -21,6 +21,10 @@ pub struct Metrics {
     pub pool_wait: HistogramVec,
     pub request_bytes: IntCounter,
     pub response_bytes: IntCounter,
+    /// Retries forwarded to the replica holding their call, by result.
+    pub forwarded_retries: IntCounterVec,
+    /// From forwarding a retry to the owner's response head.
+    pub forward_duration: Histogram,
 }
 
 fn must<T>(metric: Result<T, prometheus::Error>) -> T {
@@ -114,6 +118,24 @@ impl Metrics {
             "mrtr_http_response_bytes_total",
             "Bytes of front response bodies.",
         ));
+        let forwarded_retries = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_forwarded_retries_total",
+                "Retries forwarded to the replica holding their call, by result \
+                 (ok, owner_unavailable, not_allowed).",
+            ),
+            &["result"],
+        ));
+        let forward_duration = must(Histogram::with_opts(
+            HistogramOpts::new(
+                "mrtr_forward_duration_seconds",
+                "Time from forwarding a retry to the owner's response head.",
+            )
+            .buckets(vec![
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                1.0, 2.5, 5.0,
+            ]),
+        ));
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(duration.clone()),
@@ -127,6 +149,8 @@ impl Metrics {
             Box::new(pool_wait.clone()),
             Box::new(request_bytes.clone()),
             Box::new(response_bytes.clone()),
+            Box::new(forwarded_retries.clone()),
+            Box::new(forward_duration.clone()),
         ] {
             must(registry.register(collector));
         }
@@ -144,6 +168,8 @@ impl Metrics {
             pool_wait,
             request_bytes,
             response_bytes,
+            forwarded_retries,
+            forward_duration,
         }
     }
 

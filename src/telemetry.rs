@@ -127,6 +127,18 @@ pub fn join_caller_trace(params: &Map<String, Value>, trace_headers: &[(&'static
     let _ = (params, trace_headers);
 }
 
+/// Writes the current span's trace context into `traceparent` / `tracestate`, so the next hop
+/// (a forwarded retry's owner) continues this span's trace. Without export, the headers are
+/// left as the caller sent them.
+pub fn inject_current_trace(headers: &mut http::HeaderMap) {
+    #[cfg(feature = "otlp")]
+    if exporting() {
+        otlp::inject_current_trace(headers);
+    }
+    #[cfg(not(feature = "otlp"))]
+    let _ = headers;
+}
+
 #[cfg(feature = "otlp")]
 mod otlp {
     use std::collections::HashMap;
@@ -156,6 +168,23 @@ mod otlp {
             .with_resource(resource.build())
             .build();
         Ok((provider.tracer(env!("CARGO_PKG_NAME")), provider))
+    }
+
+    pub(super) fn inject_current_trace(headers: &mut http::HeaderMap) {
+        let context = tracing::Span::current().context();
+        if !context.span().span_context().is_valid() {
+            return;
+        }
+        let mut carrier: HashMap<String, String> = HashMap::new();
+        TraceContextPropagator::new().inject_context(&context, &mut carrier);
+        for (name, value) in carrier {
+            if let (Ok(name), Ok(value)) = (
+                http::HeaderName::try_from(name),
+                http::HeaderValue::try_from(value),
+            ) {
+                headers.insert(name, value);
+            }
+        }
     }
 
     pub(super) fn join_caller_trace(

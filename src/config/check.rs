@@ -288,6 +288,53 @@ pub(super) fn check_mrtr(mrtr: &MrtrConfig) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// `[fleet]`: an address other replicas can reach, a sane peer timeout, and keys every replica
+/// shares (a per-process key cannot open another replica's state).
+pub(super) fn check_fleet(config: &Config) -> Result<(), ConfigError> {
+    let Some(fleet) = &config.fleet else {
+        return Ok(());
+    };
+    let authority: http::uri::Authority = fleet
+        .advertise
+        .parse()
+        .map_err(|_| invalid("fleet.advertise", "must be HOST:PORT"))?;
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let unspecified = host
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_unspecified());
+    if host.is_empty()
+        || authority.as_str().contains('@')
+        || authority.port_u16().is_none_or(|port| port == 0)
+    {
+        return Err(invalid("fleet.advertise", "must be HOST:PORT"));
+    }
+    if unspecified {
+        return Err(invalid(
+            "fleet.advertise",
+            "must be an address other replicas can reach, not a wildcard",
+        ));
+    }
+    if fleet.peer_timeout < Duration::from_millis(100)
+        || fleet.peer_timeout > Duration::from_secs(60)
+    {
+        return Err(invalid(
+            "fleet.peer_timeout",
+            "must be between 100ms and 60s",
+        ));
+    }
+    if config.mrtr.key_list()?.is_empty() {
+        return Err(invalid(
+            "fleet",
+            "needs keys every replica shares (mrtr.keys or mrtr.keys_file): a per-process key \
+             cannot open another replica's requestState",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,5 +483,42 @@ mod tests {
             message(check_mrtr(&c.mrtr)),
             "mrtr.keys: key 0: must be exactly 32 bytes (got 5)"
         );
+    }
+
+    #[test]
+    fn fleet_check_names_the_key_and_wants_shared_keys() {
+        let key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+        let fleet = |table: &str| {
+            parse(&format!(
+                "{BASE}\n[mrtr]\nkeys = [\"{key}\"]\n[fleet]\n{table}"
+            ))
+        };
+        assert!(check_fleet(&fleet("advertise = \"10.0.0.7:8080\"")).is_ok());
+        assert!(check_fleet(&fleet(
+            "advertise = \"[::1]:8080\"\nallowed_peers = [\"::1/128\"]"
+        ))
+        .is_ok());
+        assert!(check_fleet(&fleet("advertise = \"gw-0.gw:8080\"")).is_ok());
+        for bad in ["10.0.0.7", "10.0.0.7:0", ":8080", "u@h:1", "a b:1"] {
+            assert_eq!(
+                message(check_fleet(&fleet(&format!("advertise = \"{bad}\"")))),
+                "fleet.advertise: must be HOST:PORT",
+                "{bad}"
+            );
+        }
+        assert!(message(check_fleet(&fleet("advertise = \"0.0.0.0:8080\""))).contains("wildcard"));
+        assert_eq!(
+            message(check_fleet(&fleet(
+                "advertise = \"h:1\"\npeer_timeout = \"10ms\""
+            ))),
+            "fleet.peer_timeout: must be between 100ms and 60s"
+        );
+        let without_keys = parse(&format!("{BASE}\n[fleet]\nadvertise = \"h:1\""));
+        assert!(message(check_fleet(&without_keys))
+            .starts_with("fleet: needs keys every replica shares"));
+        assert!(toml::from_str::<Config>(&format!(
+            "{BASE}\n[fleet]\nadvertise = \"h:1\"\nallowed_peers = [\"10.0.0.0/33\"]"
+        ))
+        .is_err());
     }
 }

@@ -87,6 +87,11 @@ pub(super) fn outcome_ttl() -> Duration {
     Duration::from_secs(30)
 }
 
+// [fleet]
+pub(super) fn peer_timeout() -> Duration {
+    Duration::from_secs(2)
+}
+
 // [route.auth] (mode = "jwt")
 
 pub(super) fn jwt_leeway() -> Duration {

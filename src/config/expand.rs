@@ -9,7 +9,8 @@ impl Config {
     /// - `route[i].auth.tokens[t].token` and `.sha256` (bearer tokens);
     /// - `backend.NAME.headers.*` (values, not names);
     /// - `backend.NAME.env.*` (values);
-    /// - `mrtr.keys[i]` (not the lines of `keys_file`).
+    /// - `mrtr.keys[i]` (not the lines of `keys_file`);
+    /// - `fleet.advertise` (the pod's address, e.g. `${POD_IP}:8080`).
     ///
     /// An unset variable or an unterminated `${` is an error naming the key.
     pub(super) fn expand_env_vars(&mut self) -> Result<(), ConfigError> {
@@ -36,6 +37,9 @@ impl Config {
         }
         for (i, k) in self.mrtr.keys.iter_mut().enumerate() {
             *k = expand_env(&format!("mrtr.keys[{i}]"), k)?;
+        }
+        if let Some(fleet) = &mut self.fleet {
+            fleet.advertise = expand_env("fleet.advertise", &fleet.advertise)?;
         }
         Ok(())
     }

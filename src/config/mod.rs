@@ -54,6 +54,27 @@ pub struct Config {
     pub backends: BTreeMap<String, BackendConfig>,
     #[serde(default)]
     pub mrtr: MrtrConfig,
+    /// Replicas that finish each other's held calls; none by default (one process).
+    #[serde(default)]
+    pub fleet: Option<FleetConfig>,
+}
+
+/// `[fleet]`: how this replica is reached by the others, so a retry that lands anywhere is
+/// forwarded to the replica holding its call.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetConfig {
+    /// `HOST:PORT` at which other replicas reach this one's MCP listener (in Kubernetes
+    /// `"${POD_IP}:8080"`). Sealed into every `requestState` this replica issues.
+    pub advertise: String,
+    /// CIDRs a replica forwards to; empty: any address a state names (the state opened, so a
+    /// replica of the fleet sealed it).
+    #[serde(default)]
+    pub allowed_peers: Vec<ipnet::IpNet>,
+    /// Longest wait to reach the owner of a call: connecting, and its response head (a slow
+    /// owner starts its answer as an SSE stream after half of it).
+    #[serde(default = "defaults::peer_timeout", with = "humantime_serde")]
+    pub peer_timeout: Duration,
 }
 
 /// Multi round-trip bridging: how held calls are sealed, batched, waited for and bounded.
@@ -349,6 +370,7 @@ impl Config {
             }],
             backends,
             mrtr: MrtrConfig::default(),
+            fleet: None,
         }
     }
 
@@ -360,7 +382,8 @@ impl Config {
         check::check_routes(self)?;
         check::check_auth(&self.routes)?;
         check::check_backends(&self.backends)?;
-        check::check_mrtr(&self.mrtr)
+        check::check_mrtr(&self.mrtr)?;
+        check::check_fleet(self)
     }
 }
 

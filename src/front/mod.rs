@@ -12,7 +12,8 @@
 //! 6. [`request`]: JSON-RPC, `_meta` and headers parsed once into an
 //!    [`McpRequest`](request::McpRequest) (notifications end here with 202);
 //! 7. [`drain`]: while stopping, only retries of held calls pass;
-//! 8. [`dispatch`]: the request applied; forwarded methods go to the bridge.
+//! 8. [`owner`]: with `[fleet]`, a retry whose call another replica holds is forwarded there;
+//! 9. [`dispatch`]: the request applied; forwarded methods go to the bridge.
 //!
 //! Each layer either passes the request on or answers it; every answer is written by [`reply`].
 //! [`server`] owns the listeners and start/stop, [`route`] the routes, [`admin`] the ops surface.
@@ -24,6 +25,7 @@ pub mod dispatch;
 pub mod drain;
 pub mod observe;
 pub mod origin;
+pub mod owner;
 pub mod param_headers;
 pub mod reply;
 pub mod request;
@@ -91,6 +93,7 @@ fn route_stack(
     route: &Arc<Route>,
     server: &ServerConfig,
     bridge: &Arc<Bridge>,
+    fleet: &Option<Arc<owner::Fleet>>,
     drain: &CancellationToken,
 ) -> RouteService {
     let origin_policy = Arc::new(origin::OriginPolicy::new(
@@ -121,6 +124,10 @@ fn route_stack(
         .layer(ValidateRequestHeaderLayer::custom(drain::Drain(Arc::new(
             drain.clone(),
         ))))
+        .layer(owner::OwnerLayer {
+            fleet: fleet.clone(),
+            bridge: bridge.clone(),
+        })
         .service(dispatch::Dispatch {
             route: route.clone(),
             bridge: bridge.clone(),
@@ -133,6 +140,8 @@ pub struct Gateway {
     routes: HashMap<String, (Arc<Route>, RouteService)>,
     pools: Vec<Arc<Pool>>,
     bridge: Arc<Bridge>,
+    /// With `[fleet]`: the other replicas, reached for retries of calls they hold.
+    fleet: Option<Arc<owner::Fleet>>,
     metrics: Arc<Metrics>,
     /// The root of shutdown: when cancelled, every task of the gateway ends. Pools, the bridge
     /// and the admin side hold child tokens.
@@ -182,9 +191,21 @@ impl Gateway {
             config.mrtr.clone(),
             keys,
             instance,
+            config.fleet.as_ref().map(|f| f.advertise.clone()),
             metrics.clone(),
             shutdown.child_token(),
         );
+        let fleet = match &config.fleet {
+            Some(fleet) => Some(Arc::new(
+                owner::Fleet::new(fleet, config.server.sse_keep_alive, metrics.clone()).map_err(
+                    |source| StartError::Backend {
+                        name: "fleet".into(),
+                        source: source.into(),
+                    },
+                )?,
+            )),
+            None => None,
+        };
         let drain = shutdown.child_token();
         let mut routes = HashMap::new();
         for route in &config.routes {
@@ -204,13 +225,14 @@ impl Gateway {
                 auth,
                 metrics: metrics.clone(),
             });
-            let stack = route_stack(&route, &config.server, &bridge, &drain);
+            let stack = route_stack(&route, &config.server, &bridge, &fleet, &drain);
             routes.insert(route.config.path.clone(), (route, stack));
         }
         Ok(Arc::new(Self {
             routes,
             pools: pools.into_values().collect(),
             bridge,
+            fleet,
             metrics,
             shutdown,
             drain,
@@ -283,9 +305,14 @@ impl Gateway {
         }
     }
 
-    /// Nothing held and nothing running: a draining gateway may stop.
+    /// Nothing held, running or being forwarded: a draining gateway may stop.
     fn idle(&self) -> bool {
-        self.held_calls() == 0 && self.running_calls() == 0
+        self.held_calls() == 0 && self.running_calls() == 0 && self.forwarding() == 0
+    }
+
+    /// Retries whose answer is being relayed from the replica holding their call.
+    pub fn forwarding(&self) -> usize {
+        self.fleet.as_ref().map_or(0, |fleet| fleet.forwarding())
     }
 
     /// Reads the `requestState` keys again (key rotation without restart).

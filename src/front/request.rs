@@ -15,6 +15,7 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use serde_json::{Map, Value};
 use tower::{Layer, Service};
 
+use super::owner;
 use super::reply::{empty, error_response, Body};
 use crate::error::GatewayError;
 use crate::jsonrpc::{Message, ShapeError};
@@ -56,6 +57,9 @@ pub struct McpRequest {
     pub trace_headers: Vec<(&'static str, String)>,
     /// Every other param, unknown ones included, as sent.
     pub params: Map<String, Value>,
+    /// The body as received, for a retry forwarded unchanged to the replica holding its call
+    /// (shared, not copied).
+    pub body: Bytes,
 }
 
 impl McpRequest {
@@ -176,7 +180,19 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
         scope,
         trace_headers,
         params,
+        body: Bytes::new(),
     }))
+}
+
+/// W3C trace context from the HTTP headers (`traceparent`, `tracestate`).
+fn trace_context(headers: &HeaderMap) -> Vec<(&'static str, String)> {
+    ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = headers.get(name)?.to_str().ok()?;
+            Some((name, value.to_string()))
+        })
+        .collect()
 }
 
 /// What the request-metadata checks read: the request's scope, the trace headers and the target
@@ -303,13 +319,7 @@ fn validate_meta(
     let trace_headers = if meta.is_some_and(|m| m.contains_key("traceparent")) {
         Vec::new()
     } else {
-        ["traceparent", "tracestate"]
-            .into_iter()
-            .filter_map(|name| {
-                let value = headers.get(name)?.to_str().ok()?;
-                Some((name, value.to_string()))
-            })
-            .collect()
+        trace_context(headers)
     };
     // Checked above; moved, not copied (no 2025 backend sees `io.modelcontextprotocol/*`).
     let client_capabilities = params
@@ -360,9 +370,18 @@ where
         let (parts, body) = request.into_parts();
         let answer = |response| Either::Left(futures_util::future::ready(Ok(response)));
         match parse(&parts.headers, &body) {
-            Ok(Inbound::Request(request)) => {
-                // The request span (opened by the outer layer) joins the caller's trace.
-                crate::telemetry::join_caller_trace(&request.params, &request.trace_headers);
+            Ok(Inbound::Request(mut request)) => {
+                // The request span (opened by the outer layer) joins the caller's trace: a
+                // forwarding replica's, for a retry it forwarded here.
+                if owner::forwarded_by(&parts.headers).is_some() {
+                    crate::telemetry::join_caller_trace(
+                        &Map::new(),
+                        &trace_context(&parts.headers),
+                    );
+                } else {
+                    crate::telemetry::join_caller_trace(&request.params, &request.trace_headers);
+                }
+                request.body = body;
                 Either::Right(self.inner.call(Request::from_parts(parts, request)))
             }
             Ok(Inbound::Notification { method }) => {

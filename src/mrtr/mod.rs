@@ -50,6 +50,17 @@ use crate::jsonrpc::JsonRpcError;
 use crate::metrics::Metrics;
 use crate::sync::LockRecovered;
 
+/// Where a retry is served, by what its `requestState` says ([`Bridge::locate`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// Here: this replica holds the call, or refuses the retry itself.
+    Here,
+    /// Held by the replica reached at this `HOST:PORT`.
+    Replica(String),
+    /// Held by an earlier process at this replica's address: the call is lost.
+    Gone,
+}
+
 /// How a call ended for the front request that waits on it.
 #[derive(Debug, Clone)]
 pub enum Outcome {
@@ -179,6 +190,8 @@ pub struct Bridge {
     /// Modification time of `keys_file` when last read.
     keys_file_seen: std::sync::Mutex<Option<std::time::SystemTime>>,
     instance: String,
+    /// With `[fleet]`: where other replicas reach this one, sealed into every state.
+    owner_address: Option<String>,
     held: HeldTable<HeldCall>,
     redemptions: DashMap<String, Arc<Redemption>>,
     /// Kept outcomes, bounded like held calls (`max_held`, `max_held_per_principal`).
@@ -201,6 +214,7 @@ impl Bridge {
         config: MrtrConfig,
         keys: KeyRing,
         instance: String,
+        owner_address: Option<String>,
         metrics: Arc<Metrics>,
         stop: CancellationToken,
     ) -> Arc<Self> {
@@ -215,6 +229,7 @@ impl Bridge {
             keys: ArcSwap::from_pointee(keys),
             keys_file_seen: std::sync::Mutex::new(keys_file_seen),
             instance,
+            owner_address,
             held,
             redemptions: DashMap::new(),
             kept_outcomes,
@@ -430,6 +445,7 @@ impl Bridge {
         let payload = StatePayload {
             held_id: held_id.clone(),
             owner: self.instance.clone(),
+            owner_address: self.owner_address.clone(),
             route: binding.route.clone(),
             principal: place.principal().to_owned(),
             method: binding.method.clone(),
@@ -465,6 +481,25 @@ impl Bridge {
             },
         );
         Outcome::InputRequired(Value::Object(result))
+    }
+
+    /// Where the call a retry's `requestState` names is held, as far as the sealed state says.
+    /// Only a state that opens and has not expired can name another replica; anything else is
+    /// for the local redemption to refuse.
+    pub fn locate(&self, token: &str) -> Location {
+        let Ok(payload) = self.key_ring().open(token) else {
+            return Location::Here;
+        };
+        if payload.owner == self.instance || payload.expires_ms < now_ms() {
+            return Location::Here;
+        }
+        match payload.owner_address {
+            // This replica's address, another instance: the owner was restarted and its calls
+            // are gone.
+            Some(address) if Some(&address) == self.owner_address.as_ref() => Location::Gone,
+            Some(address) => Location::Replica(address),
+            None => Location::Here,
+        }
     }
 
     /// Verifies a retry and, if everything holds, resumes its call with the answers.

@@ -145,6 +145,10 @@ pub struct StatePayload {
     /// Instance that holds the call.
     #[serde(rename = "o")]
     pub owner: String,
+    /// With `[fleet]`: where the other replicas reach that instance (`HOST:PORT`). Trusted only
+    /// because the state opened.
+    #[serde(rename = "a", default, skip_serializing_if = "Option::is_none")]
+    pub owner_address: Option<String>,
     /// Route path the call came through.
     #[serde(rename = "b")]
     pub route: String,
@@ -216,6 +220,7 @@ mod tests {
         StatePayload {
             held_id: random_id(),
             owner: "i".into(),
+            owner_address: Some("10.0.0.7:8080".into()),
             route: "/mcp".into(),
             principal: principal_digest("alice"),
             method: "tools/call".into(),

@@ -327,6 +327,7 @@ async fn hostile_retries_are_refused_before_the_backend_hears_anything(kind: Bac
         (
             StatePayload {
                 owner: "another-replica".into(),
+                owner_address: None,
                 ..genuine.clone()
             },
             "consumed_or_unknown",

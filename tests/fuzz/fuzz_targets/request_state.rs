@@ -17,6 +17,7 @@ fuzz_target!(|data: &[u8]| {
     let payload = StatePayload {
         held_id: String::from_utf8_lossy(&data[..data.len().min(64)]).into_owned(),
         owner: "fuzz".into(),
+        owner_address: None,
         route: "/mcp".into(),
         principal: "p".into(),
         method: "tools/call".into(),

@@ -1,0 +1,386 @@
+//! The owner layer: with `[fleet]`, a retry whose `requestState` names another replica is
+//! forwarded there, and the owner's answer streamed back as it comes.
+//!
+//! - The owner's address is trusted only because the sealed state opened with the shared key
+//!   ring ([`Bridge::locate`]); a client never chooses where the gateway connects, and
+//!   `fleet.allowed_peers` narrows it further.
+//! - The HTTP request goes on unchanged (path, headers including `Authorization`, body) plus the
+//!   [`FORWARDED_BY`] marker: the owner authenticates and validates it as if the client had
+//!   called it directly, and never forwards a marked request again (one hop).
+//! - An owner that refuses, resets or sends no response head within `fleet.peer_timeout` gives
+//!   the client `owner_unavailable` at once. So that a slow answer is not taken for a dead owner,
+//!   the owner starts an SSE response with keep-alive comments when a forwarded retry's answer
+//!   takes longer than half of that ([`answer_early`]).
+//! - Dropping the client's response drops the forwarded one, which closes its connection.
+//!
+//! Forwards in flight are counted ([`Fleet::forwarding`]): a draining gateway waits for them.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::future::{BoxFuture, Either};
+use futures_util::{stream, StreamExt};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use tower::{Layer, Service};
+
+use super::reply::{error_response, labeled, Body};
+use super::request::{Field, McpRequest};
+use crate::config::FleetConfig;
+use crate::error::{GatewayError, StateRejection};
+use crate::http_client::{new_client, HttpClient, TlsSetupError};
+use crate::metrics::Metrics;
+use crate::mrtr::{Bridge, Location};
+
+/// Marks a request one replica forwarded to another; its value is the forwarder's address.
+pub const FORWARDED_BY: HeaderName = HeaderName::from_static("mrtr-forwarded-by");
+
+/// Headers of one connection only (RFC 9110 §7.6.1), never forwarded.
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+/// The forwarder's address, when another replica forwarded this request.
+pub fn forwarded_by(headers: &HeaderMap) -> Option<&HeaderValue> {
+    headers.get(FORWARDED_BY)
+}
+
+/// What a replica needs to reach the others, shared by every route.
+pub struct Fleet {
+    /// This replica's `fleet.advertise`, the marker's value.
+    advertise: HeaderValue,
+    allowed_peers: Vec<ipnet::IpNet>,
+    peer_timeout: Duration,
+    /// Between SSE keep-alive comments of an answer started early.
+    keep_alive: Duration,
+    /// Pooled connections to the other replicas.
+    client: HttpClient,
+    metrics: Arc<Metrics>,
+    /// Forwards whose answer is still being relayed.
+    forwarding: AtomicUsize,
+}
+
+impl Fleet {
+    pub fn new(
+        config: &FleetConfig,
+        keep_alive: Duration,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, TlsSetupError> {
+        Ok(Self {
+            // Checked as an authority when the configuration was loaded.
+            advertise: HeaderValue::from_str(&config.advertise)
+                .unwrap_or(HeaderValue::from_static("replica")),
+            allowed_peers: config.allowed_peers.clone(),
+            peer_timeout: config.peer_timeout,
+            keep_alive,
+            client: new_client()?,
+            metrics,
+            forwarding: AtomicUsize::new(0),
+        })
+    }
+
+    /// Forwards whose answer is still being relayed.
+    pub fn forwarding(&self) -> usize {
+        self.forwarding.load(Ordering::Acquire)
+    }
+
+    /// The socket address to forward to: the owner's, if `allowed_peers` admits it.
+    async fn peer(&self, owner: &str) -> Result<SocketAddr, GatewayError> {
+        let candidates: Vec<SocketAddr> = match owner.parse::<SocketAddr>() {
+            Ok(address) => vec![address],
+            Err(_) => tokio::net::lookup_host(owner)
+                .await
+                .map_err(|e| GatewayError::OwnerUnavailable(format!("cannot be resolved ({e})")))?
+                .collect(),
+        };
+        let allowed = |address: &SocketAddr| {
+            self.allowed_peers.is_empty()
+                || self
+                    .allowed_peers
+                    .iter()
+                    .any(|net| net.contains(&address.ip()))
+        };
+        match candidates.iter().find(|a| allowed(a)) {
+            Some(address) => Ok(*address),
+            None if candidates.is_empty() => {
+                Err(GatewayError::OwnerUnavailable("cannot be resolved".into()))
+            }
+            None => Err(GatewayError::BadState {
+                reason: StateRejection::OwnerNotAllowed,
+            }),
+        }
+    }
+
+    /// Sends the request to its owner and relays the answer.
+    async fn forward(
+        self: Arc<Self>,
+        owner: String,
+        request: Request<McpRequest>,
+    ) -> Response<Body> {
+        let started = Instant::now();
+        let (parts, call) = request.into_parts();
+        let id = call.id;
+        let method = call.method;
+        let relayed = tokio::time::timeout(self.peer_timeout, async {
+            let peer = self.peer(&owner).await?;
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let mut forwarded = Request::new(Full::new(call.body));
+            *forwarded.method_mut() = parts.method;
+            *forwarded.uri_mut() = format!("http://{peer}{path}")
+                .parse()
+                .map_err(|_| GatewayError::Internal("unusable owner address".into()))?;
+            let headers = forwarded.headers_mut();
+            *headers = parts.headers;
+            strip_hop_by_hop(headers);
+            headers.insert(FORWARDED_BY, self.advertise.clone());
+            crate::telemetry::inject_current_trace(headers);
+            self.client
+                .request(forwarded)
+                .await
+                .map_err(|e| GatewayError::OwnerUnavailable(format!("cannot be reached ({e})")))
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(GatewayError::OwnerUnavailable(format!(
+                "did not answer within {:?}",
+                self.peer_timeout
+            )))
+        });
+        let result = match &relayed {
+            Ok(_) => "ok",
+            Err(GatewayError::BadState { .. }) => "not_allowed",
+            Err(_) => "owner_unavailable",
+        };
+        self.metrics
+            .forwarded_retries
+            .with_label_values(&[result])
+            .inc();
+        let response = match relayed {
+            Ok(response) => response,
+            Err(error) => {
+                tracing::warn!(%owner, %error, "retry not forwarded");
+                return error_response(Some(id), &error);
+            }
+        };
+        self.metrics
+            .forward_duration
+            .observe(started.elapsed().as_secs_f64());
+        tracing::debug!(%owner, status = %response.status(), "retry forwarded");
+        let (mut head, incoming) = response.into_parts();
+        strip_hop_by_hop(&mut head.headers);
+        let relaying = Relaying::start(&self);
+        // The count ends when the client's response is done or dropped.
+        let body = incoming
+            .map_frame(move |frame| {
+                let _counted = &relaying;
+                frame
+            })
+            .map_err(tower::BoxError::from)
+            .boxed_unsync();
+        labeled(Response::from_parts(head, body), method, "forwarded")
+    }
+}
+
+/// One forward being relayed, counted in [`Fleet::forwarding`] until dropped.
+struct Relaying(Arc<Fleet>);
+
+impl Relaying {
+    fn start(fleet: &Arc<Fleet>) -> Self {
+        fleet.forwarding.fetch_add(1, Ordering::AcqRel);
+        Self(fleet.clone())
+    }
+}
+
+impl Drop for Relaying {
+    fn drop(&mut self) {
+        self.0.forwarding.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Named by `Connection` as well as the fixed set.
+    let named: Vec<HeaderName> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::try_from(name.trim()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
+
+/// A forwarded retry's answer: as it is when it comes within half of the peer timeout, else an
+/// SSE stream started at once (keep-alive comments, then the answer as its one event, or the
+/// answer's own SSE events).
+async fn answer_early(
+    answer: impl std::future::Future<Output = Response<Body>> + Send + 'static,
+    method: crate::protocol::Method,
+    fleet: Arc<Fleet>,
+) -> Response<Body> {
+    let mut answer = Box::pin(answer);
+    tokio::select! {
+        response = &mut answer => return response,
+        _ = tokio::time::sleep(fleet.peer_timeout / 2) => {}
+    }
+    enum Relay {
+        Waiting(BoxFuture<'static, Response<Body>>, tokio::time::Interval),
+        Streaming(Body),
+    }
+    let mut keep_alive = tokio::time::interval(fleet.keep_alive);
+    keep_alive.reset();
+    let first = stream::once(async { Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n"))) });
+    let rest = stream::unfold(
+        Some(Relay::Waiting(answer, keep_alive)),
+        |relay| async move {
+            match relay? {
+                Relay::Waiting(mut answer, mut keep_alive) => tokio::select! {
+                    response = &mut answer => {
+                        let is_stream = response
+                            .headers()
+                            .get(CONTENT_TYPE)
+                            .and_then(|v| v.to_str().ok())
+                            .is_some_and(|v| v.starts_with("text/event-stream"));
+                        let mut body = response.into_body();
+                        if is_stream {
+                            // Its own events follow.
+                            let frame = body.frame().await?;
+                            return Some((frame, Some(Relay::Streaming(body))));
+                        }
+                        let message = match body.collect().await {
+                            Ok(collected) => collected.to_bytes(),
+                            Err(error) => return Some((Err(error), None)),
+                        };
+                        let mut event = Vec::with_capacity(message.len() + 24);
+                        event.extend_from_slice(b"event: message\ndata: ");
+                        event.extend_from_slice(&message);
+                        event.extend_from_slice(b"\n\n");
+                        Some((Ok(Frame::data(Bytes::from(event))), None))
+                    }
+                    _ = keep_alive.tick() => Some((
+                        Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n"))),
+                        Some(Relay::Waiting(answer, keep_alive)),
+                    )),
+                },
+                Relay::Streaming(mut body) => {
+                    let frame = body.frame().await?;
+                    Some((frame, Some(Relay::Streaming(body))))
+                }
+            }
+        },
+    );
+    let mut response = Response::new(StreamBody::new(first.chain(rest)).boxed_unsync());
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    labeled(response, method, "stream")
+}
+
+/// Puts the owner check in front of dispatch; without `[fleet]` every request passes.
+#[derive(Clone)]
+pub struct OwnerLayer {
+    pub fleet: Option<Arc<Fleet>>,
+    pub bridge: Arc<Bridge>,
+}
+
+impl<S> Layer<S> for OwnerLayer {
+    type Service = Owner<S>;
+
+    fn layer(&self, inner: S) -> Owner<S> {
+        Owner {
+            inner,
+            fleet: self.fleet.clone(),
+            bridge: self.bridge.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Owner<S> {
+    inner: S,
+    fleet: Option<Arc<Fleet>>,
+    bridge: Arc<Bridge>,
+}
+
+type Answer = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+impl<S> Service<Request<McpRequest>> for Owner<S>
+where
+    S: Service<Request<McpRequest>, Response = Response<Body>, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Either<S::Future, Answer>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<McpRequest>) -> Self::Future {
+        let (Some(fleet), Field::Given(token)) = (&self.fleet, &request.body().request_state)
+        else {
+            return Either::Left(self.inner.call(request));
+        };
+        if !request.body().method.is_interruptible() {
+            return Either::Left(self.inner.call(request));
+        }
+        let fleet = fleet.clone();
+        let forwarded = forwarded_by(request.headers()).is_some();
+        let unavailable = |request: &Request<McpRequest>, why: &str| -> Answer {
+            let response = error_response(
+                Some(request.body().id.clone()),
+                &GatewayError::OwnerUnavailable(why.into()),
+            );
+            Box::pin(futures_util::future::ready(Ok(response)))
+        };
+        match self.bridge.locate(token) {
+            Location::Here if forwarded => {
+                let method = request.body().method;
+                let answer = self.inner.call(request);
+                Either::Right(Box::pin(async move {
+                    let answer = async move {
+                        let Ok(response) = answer.await;
+                        response
+                    };
+                    Ok(answer_early(answer, method, fleet).await)
+                }))
+            }
+            Location::Here => Either::Left(self.inner.call(request)),
+            Location::Gone => Either::Right(unavailable(&request, "was restarted")),
+            // One hop at most: a replica that forwarded here knew no better owner.
+            Location::Replica(_) if forwarded => Either::Right(unavailable(
+                &request,
+                "is not the replica this retry was forwarded to",
+            )),
+            Location::Replica(owner) => {
+                Either::Right(Box::pin(
+                    async move { Ok(fleet.forward(owner, request).await) },
+                ))
+            }
+        }
+    }
+}

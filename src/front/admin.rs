@@ -81,6 +81,7 @@ fn answer(gateway: &Gateway, request: &Request<Incoming>) -> Response<Body> {
             let status = json!({
                 "held_calls": gateway.held_calls(),
                 "running_calls": gateway.running_calls(),
+                "forwarding": gateway.forwarding(),
                 "draining": gateway.is_draining(),
                 "backends": backends,
             });

@@ -384,3 +384,112 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::front::reply::{full, json_response};
+    use http::StatusCode;
+    use serde_json::json;
+
+    fn fleet(allowed_peers: &[&str]) -> Arc<Fleet> {
+        let config = FleetConfig {
+            advertise: "127.0.0.1:8080".into(),
+            allowed_peers: allowed_peers.iter().map(|p| p.parse().unwrap()).collect(),
+            peer_timeout: Duration::from_secs(2),
+        };
+        Arc::new(
+            Fleet::new(
+                &config,
+                Duration::from_millis(400),
+                Arc::new(Metrics::new()),
+            )
+            .unwrap(),
+        )
+    }
+
+    async fn body_text(response: Response<Body>) -> String {
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_prompt_answer_is_relayed_as_it_is() {
+        let answer = async {
+            tokio::time::sleep(Duration::from_millis(900)).await;
+            json_response(StatusCode::BAD_REQUEST, &json!({"id": 1}))
+        };
+        let response = answer_early(answer, crate::protocol::Method::ToolsCall, fleet(&[])).await;
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(body_text(response).await, r#"{"id":1}"#);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_answer_starts_as_sse_with_keep_alives() {
+        let answer = async {
+            tokio::time::sleep(Duration::from_millis(2000)).await;
+            json_response(StatusCode::OK, &json!({"id": 1}))
+        };
+        let response = answer_early(answer, crate::protocol::Method::ToolsCall, fleet(&[])).await;
+        assert_eq!(response.headers()[CONTENT_TYPE], "text/event-stream");
+        let text = body_text(response).await;
+        // One comment at the head, one per 400 ms until the answer at 2 s (1 s after the head).
+        assert_eq!(
+            text,
+            ": keep-alive\n\n: keep-alive\n\n: keep-alive\n\nevent: message\ndata: {\"id\":1}\n\n"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_stream_is_relayed_event_by_event() {
+        let answer = async {
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+            let mut response = Response::new(full("event: message\ndata: {\"a\":1}\n\n"));
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+            response
+        };
+        let response = answer_early(answer, crate::protocol::Method::ToolsCall, fleet(&[])).await;
+        assert_eq!(
+            body_text(response).await,
+            ": keep-alive\n\nevent: message\ndata: {\"a\":1}\n\n"
+        );
+    }
+
+    #[test]
+    fn hop_by_hop_headers_stay_behind() {
+        let mut headers = HeaderMap::new();
+        headers.insert("connection", HeaderValue::from_static("close, x-private"));
+        headers.insert("x-private", HeaderValue::from_static("1"));
+        headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        headers.insert("authorization", HeaderValue::from_static("Bearer t"));
+        strip_hop_by_hop(&mut headers);
+        assert_eq!(headers.len(), 1);
+        assert_eq!(headers["authorization"], "Bearer t");
+    }
+
+    #[tokio::test]
+    async fn only_allowed_peers_are_reached() {
+        let open = fleet(&[]);
+        assert_eq!(
+            open.peer("10.1.2.3:8080").await.unwrap(),
+            "10.1.2.3:8080".parse().unwrap()
+        );
+        let narrow = fleet(&["10.0.0.0/8", "::1/128"]);
+        assert!(narrow.peer("10.1.2.3:8080").await.is_ok());
+        assert!(narrow.peer("[::1]:8080").await.is_ok());
+        assert!(matches!(
+            narrow.peer("192.168.1.1:8080").await,
+            Err(GatewayError::BadState {
+                reason: StateRejection::OwnerNotAllowed
+            })
+        ));
+        // A name is resolved, and each of its addresses checked.
+        assert!(matches!(
+            narrow.peer("localhost:8080").await,
+            Err(GatewayError::BadState { .. }) | Ok(_)
+        ));
+        assert!(fleet(&["127.0.0.0/8"]).peer("localhost:8080").await.is_ok());
+    }
+}

@@ -4,9 +4,14 @@
 #      values.schema.json (python jsonschema); values the schema must refuse are refused;
 #   2. the chart lints and renders with Helm's own engine, and each rendering equals the committed
 #      manifests in helm/examples/ (default.yaml for the chart's defaults, NAME.yaml for
-#      helm/examples/values/NAME.yaml);
+#      helm/examples/values/NAME.yaml); values the chart's render-time checks must refuse are
+#      refused, and values next to their limits are accepted;
 #   3. every manifest in helm/examples/*.yaml validates with kubernetes-validate (strict, oldest and
-#      newest supported Kubernetes), and the objects refer to each other consistently;
+#      newest supported Kubernetes), except the custom resources listed in CUSTOM_KINDS, which it
+#      has no schema for and which are checked structurally instead (any other kind it does not
+#      know fails); and the objects refer to each other consistently; the Grafana dashboard is
+#      valid JSON, and every expression of the rules and the dashboard parses as PromQL and
+#      queries only metrics that docs/operations.md lists;
 #   4. each rendered gateway configuration is valid TOML and, when a mrtr-gateway binary is at
 #      hand (MRTR_GATEWAY_BIN, else target/release/mrtr-gateway), passes `mrtr-gateway check-config`.
 # Exits non-zero on any failure.
@@ -36,6 +41,7 @@ requirements=(
   PyYAML==6.0.3
   kubernetes-validate==1.37.0
   tomli==2.2.1
+  promql-parser==0.11.0
 )
 if ! command -v helm >/dev/null 2>&1; then
   requirements+=(helm-python-sdk==0.2.2)
@@ -53,6 +59,7 @@ bin="${MRTR_GATEWAY_BIN:-target/release/mrtr-gateway}"
 import base64
 import copy
 import difflib
+import ipaddress
 import json
 import os
 import re
@@ -63,6 +70,7 @@ from pathlib import Path
 
 import jsonschema
 import kubernetes_validate
+import promql_parser
 import tomli
 import yaml
 
@@ -73,8 +81,26 @@ CHART = Path("helm/mrtr-gateway")
 EXAMPLES = Path("helm/examples")
 RELEASE, NAMESPACE = "mrtr-gateway", "mcp"
 KUBE_VERSIONS = ["1.25.0", "1.37.0"]
-# Kinds the Kubernetes schemas do not cover (custom resources); checked structurally below.
-CUSTOM_KINDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+# Kinds the Kubernetes schemas do not cover (custom resources of the Prometheus Operator): not
+# given to kubernetes-validate, checked structurally below instead.
+CUSTOM_KINDS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+}
+DASHBOARD = CHART / "dashboards" / "mrtr-gateway.json"
+# Units of the gateway's durations (humantime), in seconds.
+DURATION_UNITS = {
+    **dict.fromkeys(("nanos", "nsec", "ns"), 1e-9),
+    **dict.fromkeys(("usec", "us", "µs"), 1e-6),
+    **dict.fromkeys(("millis", "msec", "ms"), 1e-3),
+    **dict.fromkeys(("seconds", "second", "secs", "sec", "s"), 1),
+    **dict.fromkeys(("minutes", "minute", "min", "mins", "m"), 60),
+    **dict.fromkeys(("hours", "hour", "hr", "hrs", "h"), 3600),
+    **dict.fromkeys(("days", "day", "d"), 86400),
+    **dict.fromkeys(("weeks", "week", "wk", "wks", "w"), 604800),
+    **dict.fromkeys(("months", "month", "M"), 2630016),
+    **dict.fromkeys(("years", "year", "yr", "yrs", "y"), 31557600),
+}
 # The generated key ring differs at every rendering: the committed examples carry this
 # placeholder instead (a comment line, so applying an example as is yields no usable key).
 KEY_PLACEHOLDER = base64.b64encode(
@@ -82,6 +108,14 @@ KEY_PLACEHOLDER = base64.b64encode(
 ).decode()
 
 failures = []
+
+
+def seconds(duration):
+    """A duration as the gateway reads it ("50s", "2m", "1h 30m"), in seconds."""
+    parts = re.findall(r"([0-9]+) *([a-zA-Zµ]+)", duration)
+    if not parts or re.sub(r"[0-9]+ *[a-zA-Zµ]+| ", "", duration):
+        raise ValueError(f"not a duration: {duration!r}")
+    return sum(int(n) * DURATION_UNITS[unit] for n, unit in parts)
 
 
 def fail(message):
@@ -134,6 +168,12 @@ refused = {
     "a route without auth": {"config": {"route": [{"path": "/mcp", "backend": "demo"}]}},
     "a stdio backend with a url": {"config": {"backend": {"demo": {"url": "http://x"}}}},
     "a typo at the top level (replicas)": {"replicas": 2},
+    "a key the chart sets (config.fleet)": {"config": {"fleet": {"advertise": "10.0.0.1:8080"}}},
+    "a fleet.peerTimeout that is no duration": {"fleet": {"peerTimeout": "2"}},
+    "a fleet.allowedPeers entry that is no CIDR": {"fleet": {"allowedPeers": ["10.0.0.0"]}},
+    "an unknown key (prometheusRule.labels)": {"prometheusRule": {"labels": {"a": "b"}}},
+    "prometheusRule.matchers with braces": {"prometheusRule": {"matchers": '{job="x"}'}},
+    "a grafanaDashboard.labelValue that is no label value": {"grafanaDashboard": {"labelValue": "a b"}},
 }
 for what, overrides in refused.items():
     if validator.is_valid(coalesce(defaults, overrides)):
@@ -202,6 +242,9 @@ else:
 def render(overrides, path):
     if helm_cli:
         args = [helm_cli, "template", RELEASE, str(CHART), "--namespace", NAMESPACE]
+        if path is None and overrides:
+            path = TMP / "overrides.yaml"
+            path.write_text(yaml.safe_dump(overrides))
         if path is not None:
             args += ["-f", str(path)]
         run = subprocess.run(args, capture_output=True, text=True)
@@ -261,13 +304,102 @@ for name, overrides, path in cases:
 for stale in sorted(set(p.stem for p in EXAMPLES.glob("*.yaml")) - {n for n, _, _ in cases}):
     fail(f"{EXAMPLES / (stale + '.yaml')} has no values file in {EXAMPLES / 'values'}")
 
+# The render-time checks (the chart's validate helper): refused with their message, and values
+# next to the limit accepted. The default grace period is 90 s; preStop 5 s + drain 20 s.
+NO_RING = {"keyRing": {"create": False}}
+render_refused = {
+    "fleet without a key ring": (NO_RING, "fleet.enabled needs a key ring"),
+    "env POD_IP set by hand with fleet": (
+        {"env": [{"name": "POD_IP", "value": "10.0.0.1"}]}, "POD_IP is set by the chart"),
+    "a grace period of preStop + drain + held_ttl": (
+        {"terminationGracePeriodSeconds": 75}, "must be greater than preStopSleepSeconds"),
+    "a grace period below a held_ttl of 2m": (
+        {"config": {"mrtr": {"held_ttl": "2m"}}}, "must be greater than preStopSleepSeconds"),
+    "a grace period of exactly preStop + drain + 1m 5s": (
+        {"config": {"mrtr": {"held_ttl": "1m 5s"}}}, "must be greater than preStopSleepSeconds"),
+    "a fleet.peerTimeout above 60s": ({"fleet": {"peerTimeout": "61s"}}, "must be between 100ms and 60s"),
+    "a fleet.peerTimeout below 100ms": ({"fleet": {"peerTimeout": "99ms"}}, "must be between 100ms and 60s"),
+    "a route naming no backend": (
+        {"config": {"route": [{"path": "/x", "backend": "nope", "auth": {"mode": "none"}}]}},
+        "no config.backend.nope"),
+}
+render_accepted = {
+    "a grace period one second above preStop + drain + 1m 5s": {
+        "config": {"mrtr": {"held_ttl": "1m 5s"}}, "terminationGracePeriodSeconds": 91},
+    "a held_ttl in milliseconds (64999ms) with a grace period of 90 s": {
+        "config": {"mrtr": {"held_ttl": "64999ms"}}},
+    "fleet with config.mrtr.keys as its only key ring": {
+        **NO_RING, "config": {"mrtr": {"keys": ["${MRTR_KEY}"]}},
+        "env": [{"name": "MRTR_KEY", "valueFrom": {"secretKeyRef": {"name": "k", "key": "k"}}}]},
+    "no key ring with fleet disabled": {**NO_RING, "fleet": {"enabled": False}},
+    "a fleet.peerTimeout of 1m": {"fleet": {"peerTimeout": "1m"}},
+}
+for what, (overrides, message) in render_refused.items():
+    try:
+        render(overrides, None)
+    except Exception as e:  # noqa: BLE001 - the engine's failure carries the message
+        if message in str(e):
+            ok(f"the chart refuses {what}")
+        else:
+            fail(f"the chart refuses {what}, but not with {message!r}: {e}")
+    else:
+        fail(f"the chart renders {what}")
+for what, overrides in render_accepted.items():
+    try:
+        render(overrides, None)
+    except Exception as e:  # noqa: BLE001
+        fail(f"the chart refuses {what}: {e}")
+    else:
+        ok(f"the chart renders {what}")
+
+# Metrics the operations guide lists (its metrics table): the only ones rules and dashboard may use.
+guide = Path("docs/operations.md").read_text()
+METRICS = set()
+for line in guide.splitlines():
+    if line.startswith("| `mrtr_"):
+        METRICS.update(re.findall(r"`(mrtr_[a-z_]+)`", line.split("|")[1]))
+
+
+def promql_error(expr):
+    """Why expr is not PromQL (Grafana's $__rate_interval read as 5m), or None."""
+    try:
+        promql_parser.parse(expr.replace("$__rate_interval", "5m"))
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def unknown_metrics(expr):
+    names = set(re.findall(r"\bmrtr_[a-z_]+", expr))
+    return sorted(n for n in names if n not in METRICS and re.sub(r"_(bucket|sum|count)$", "", n) not in METRICS)
+
+
+before = len(failures)
+dashboard = json.loads(DASHBOARD.read_text())
+panel_ids = [p.get("id") for p in dashboard.get("panels", [])]
+if not panel_ids or len(set(panel_ids)) != len(panel_ids):
+    fail(f"{DASHBOARD}: panels missing or with duplicate ids")
+for panel in dashboard.get("panels", []):
+    if not panel.get("targets") or not panel.get("gridPos") or not panel.get("title"):
+        fail(f"{DASHBOARD}: panel {panel.get('id')} lacks title, gridPos or targets")
+    for target in panel.get("targets", []):
+        if target.get("datasource", {}).get("uid") != "${datasource}":
+            fail(f"{DASHBOARD}: panel {panel.get('title')!r} does not query the $datasource variable")
+        if error := promql_error(target.get("expr", "")):
+            fail(f"{DASHBOARD}: panel {panel.get('title')!r}: not PromQL ({error}): {target.get('expr')!r}")
+    for name in unknown_metrics(" ".join(t.get("expr", "") for t in panel.get("targets", []))):
+        fail(f"{DASHBOARD}: panel {panel.get('title')!r} queries {name}, which docs/operations.md does not list")
+if len(failures) == before:
+    ok(f"{DASHBOARD}: valid JSON, {len(panel_ids)} panels, PromQL of known metrics")
+
 # ---- 3. Kubernetes schemas and cross-references ---------------------------------------------------
 for example in sorted(EXAMPLES.glob("*.yaml")):
     objects = [d for d in yaml.safe_load_all(example.read_text()) if d]
+    custom = [o for o in objects if (o.get("apiVersion"), o.get("kind")) in CUSTOM_KINDS]
     for obj in objects:
         ident = f"{example}: {obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
         if (obj.get("apiVersion"), obj.get("kind")) in CUSTOM_KINDS:
-            continue
+            continue  # no Kubernetes schema: checked structurally below
         for version in KUBE_VERSIONS:
             try:
                 kubernetes_validate.validate(obj, version, strict=True)
@@ -275,8 +407,9 @@ for example in sorted(EXAMPLES.glob("*.yaml")):
                 fail(f"{ident}: Kubernetes {version}: {'.'.join(map(str, e.path))}: {e.message}")
             except Exception as e:  # noqa: BLE001 - unknown kinds, unsupported versions
                 fail(f"{ident}: Kubernetes {version}: {e}")
-    ok(f"{example}: {len(objects)} objects checked with kubernetes-validate {kubernetes_validate.__version__} "
-       f"(strict; Kubernetes {', '.join(KUBE_VERSIONS)})")
+    ok(f"{example}: {len(objects) - len(custom)} objects checked with kubernetes-validate {kubernetes_validate.__version__} "
+       f"(strict; Kubernetes {', '.join(KUBE_VERSIONS)})"
+       + (f"; skipped, checked structurally: {', '.join(sorted(o['kind'] for o in custom))}" if custom else ""))
 
     by_kind = {}
     for obj in objects:
@@ -326,6 +459,45 @@ for example in sorted(EXAMPLES.glob("*.yaml")):
             if endpoint.get("port") not in service_ports or endpoint.get("path") != "/metrics":
                 fail(f"{example}: ServiceMonitor endpoint {endpoint} is not the admin /metrics")
 
+    for rule_object in by_kind.get("PrometheusRule", []):
+        ident = f"{example}: PrometheusRule/{rule_object['metadata']['name']}"
+        before = len(failures)
+        groups = rule_object.get("spec", {}).get("groups") or []
+        if not groups:
+            fail(f"{ident}: no rule groups")
+        if set(rule_object) - {"apiVersion", "kind", "metadata", "spec"} or set(rule_object["spec"]) != {"groups"}:
+            fail(f"{ident}: unexpected fields")
+        alerts = []
+        for group in groups:
+            if not group.get("name") or not group.get("rules"):
+                fail(f"{ident}: a group without name or rules")
+            for rule in group.get("rules", []):
+                alerts.append(rule.get("alert"))
+                extra = set(rule) - {"alert", "expr", "for", "labels", "annotations"}
+                if extra or not rule.get("alert") or not isinstance(rule.get("expr"), str):
+                    fail(f"{ident}: rule {rule.get('alert')} is malformed ({sorted(extra) or 'alert/expr'})")
+                    continue
+                if "for" in rule:
+                    try:
+                        seconds(rule["for"])
+                    except (ValueError, KeyError):
+                        fail(f"{ident}: rule {rule['alert']}: for {rule['for']!r} is no duration")
+                if not rule.get("labels", {}).get("severity") or not rule.get("annotations", {}).get("summary"):
+                    fail(f"{ident}: rule {rule['alert']} has no severity label or no summary")
+                if error := promql_error(rule["expr"]):
+                    fail(f"{ident}: rule {rule['alert']}: not PromQL ({error}): {rule['expr']!r}")
+                for name in unknown_metrics(rule["expr"]):
+                    fail(f"{ident}: rule {rule['alert']} uses {name}, which docs/operations.md does not list")
+        if len(failures) == before:
+            ok(f"{ident}: {len(alerts)} rules ({len(set(alerts))} alerts) checked structurally, PromQL parsed")
+    for configmap in by_kind.get("ConfigMap", []):
+        for key, value in configmap.get("data", {}).items():
+            if key.endswith(".json"):
+                if json.loads(value) != dashboard:
+                    fail(f"{example}: ConfigMap {configmap['metadata']['name']} {key} is not {DASHBOARD}")
+                else:
+                    ok(f"{example}: ConfigMap {configmap['metadata']['name']} carries {DASHBOARD}")
+
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     for name in mounts:
@@ -351,9 +523,23 @@ for example in sorted(EXAMPLES.glob("*.yaml")):
     if server.get("listen") != f"0.0.0.0:{container_ports['mcp']}" or \
             server.get("admin_listen") != f"0.0.0.0:{container_ports['admin']}":
         fail(f"{example}: listen/admin_listen do not match the container ports")
-    drain = int(server.get("drain_timeout", "0s").rstrip("s"))
-    if grace <= drain:
-        fail(f"{example}: terminationGracePeriodSeconds {grace} is not above drain_timeout {drain}s")
+    drain = seconds(server.get("drain_timeout", "20s"))
+    held_ttl = seconds(config.get("mrtr", {}).get("held_ttl", "50s"))
+    pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+    pre_stop = int(pre_stop[-1]) if pre_stop[:1] == ["/bin/sleep"] else 0
+    if grace <= pre_stop + drain + held_ttl:
+        fail(f"{example}: terminationGracePeriodSeconds {grace} is not above preStop {pre_stop}s + "
+             f"drain_timeout {drain:g}s + held_ttl {held_ttl:g}s")
+    env_vars = {e["name"]: e for e in container.get("env", [])}
+    fleet = config.get("fleet")
+    if fleet is not None:
+        if fleet.get("advertise") != f"${{POD_IP}}:{container_ports['mcp']}":
+            fail(f"{example}: [fleet] advertise {fleet.get('advertise')!r} is not ${{POD_IP}}:<mcp port>")
+        if env_vars.get("POD_IP", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "status.podIP":
+            fail(f"{example}: [fleet] without env POD_IP from status.podIP")
+        if not config.get("mrtr", {}).get("keys_file") and not config.get("mrtr", {}).get("keys"):
+            fail(f"{example}: [fleet] without a shared key ring (mrtr.keys_file or mrtr.keys)")
+        ok(f"{example}: [fleet] advertises ${{POD_IP}}:{container_ports['mcp']}, POD_IP from the downward API")
     for i, route in enumerate(config.get("route", [])):
         if route.get("auth", {}).get("mode", "none") == "none" and not server.get("allow_unauthenticated"):
             fail(f"{example}: route[{i}] has no auth and allow_unauthenticated is not set")
@@ -382,6 +568,10 @@ for example in sorted(EXAMPLES.glob("*.yaml")):
         env = dict(os.environ)
         for var in set(re.findall(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", text)):
             env[var] = "placeholder-" + var.lower()
+        if fleet is not None:
+            # An address, as the downward API gives it: inside allowed_peers when they are set.
+            peers = fleet.get("allowed_peers") or ["10.0.0.0/8"]
+            env["POD_IP"] = str(next(ipaddress.ip_network(peers[0]).hosts()))
         run = subprocess.run([BIN, "check-config", str(local_path)], capture_output=True, text=True, env=env)
         if run.returncode != 0:
             fail(f"{example}: mrtr-gateway check-config: {run.stderr.strip()}")

@@ -131,12 +131,52 @@ then the others in order, leaving out those in .skip.
 {{- end }}
 {{- end }}
 
+{{/*
+A duration as the gateway reads it (humantime: "250ms", "50s", "2m", "1h 30m"), in milliseconds,
+rounded up. Fails on a unit the gateway does not know.
+*/}}
+{{- define "mrtr-gateway.durationMs" -}}
+{{- $perUnit := dict "millis" 1 "msec" 1 "ms" 1 "seconds" 1000 "second" 1000 "secs" 1000 "sec" 1000 "s" 1000 "minutes" 60000 "minute" 60000 "min" 60000 "mins" 60000 "m" 60000 "hours" 3600000 "hour" 3600000 "hr" 3600000 "hrs" 3600000 "h" 3600000 "days" 86400000 "day" 86400000 "d" 86400000 "weeks" 604800000 "week" 604800000 "wk" 604800000 "wks" 604800000 "w" 604800000 "months" 2630016000 "month" 2630016000 "M" 2630016000 "years" 31557600000 "year" 31557600000 "yr" 31557600000 "yrs" 31557600000 "y" 31557600000 }}
+{{- $perMs := dict "nanos" 1000000 "nsec" 1000000 "ns" 1000000 "usec" 1000 "us" 1000 "µs" 1000 }}
+{{- $total := 0 }}
+{{- range regexFindAll "[0-9]+ *[a-zA-Zµ]+" (toString .) -1 }}
+{{- $n := regexFind "^[0-9]+" . | atoi }}
+{{- $unit := regexFind "[a-zA-Zµ]+$" . }}
+{{- if hasKey $perUnit $unit }}
+{{- $total = add $total (mul $n (get $perUnit $unit)) }}
+{{- else if hasKey $perMs $unit }}
+{{- $total = add $total (div (add $n (sub (get $perMs $unit) 1)) (get $perMs $unit)) }}
+{{- else }}
+{{- fail (printf "duration %q: unknown unit %q" (toString $) $unit) }}
+{{- end }}
+{{- end }}
+{{- $total }}
+{{- end }}
+
 {{/* Render-time checks of values that the schema cannot express. */}}
 {{- define "mrtr-gateway.validate" -}}
-{{- $grace := int .Values.terminationGracePeriodSeconds }}
-{{- $needed := add (int .Values.preStopSleepSeconds) (int .Values.drainTimeoutSeconds) }}
+{{- $mrtr := .Values.config.mrtr | default dict }}
+{{- $heldTtl := get $mrtr "held_ttl" | default "50s" }}
+{{- $grace := mul (int .Values.terminationGracePeriodSeconds) 1000 }}
+{{- $needed := add (mul (add (int .Values.preStopSleepSeconds) (int .Values.drainTimeoutSeconds)) 1000) (include "mrtr-gateway.durationMs" $heldTtl | atoi) }}
 {{- if le $grace $needed }}
-{{- fail (printf "terminationGracePeriodSeconds (%d) must be greater than preStopSleepSeconds + drainTimeoutSeconds (%d)" $grace $needed) }}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must be greater than preStopSleepSeconds + drainTimeoutSeconds + config.mrtr.held_ttl (%d + %d + %s)" (int .Values.terminationGracePeriodSeconds) (int .Values.preStopSleepSeconds) (int .Values.drainTimeoutSeconds) (toString $heldTtl)) }}
+{{- end }}
+{{- if .Values.fleet.enabled }}
+{{- if not (or (include "mrtr-gateway.keySecretName" .) (get $mrtr "keys")) }}
+{{- fail "fleet.enabled needs a key ring shared by the pods: keyRing.create, keyRing.existingSecret or config.mrtr.keys (or set fleet.enabled=false)" }}
+{{- end }}
+{{- with .Values.fleet.peerTimeout }}
+{{- $ms := include "mrtr-gateway.durationMs" . | atoi }}
+{{- if or (lt $ms 100) (gt $ms 60000) }}
+{{- fail (printf "fleet.peerTimeout (%s) must be between 100ms and 60s" .) }}
+{{- end }}
+{{- end }}
+{{- range .Values.env }}
+{{- if eq .name "POD_IP" }}
+{{- fail "env: POD_IP is set by the chart when fleet.enabled (the address in [fleet] advertise); leave it out" }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- $backends := .Values.config.backend | default dict }}
 {{- range $i, $route := .Values.config.route }}
@@ -172,7 +212,7 @@ exactly when a route declares auth mode none.
 {{- $used = append $used .backend }}
 {{- end -}}
 # Rendered by the mrtr-gateway Helm chart from the release's values (config, ports,
-# drainTimeoutSeconds, keyRing).
+# drainTimeoutSeconds, keyRing, fleet).
 [server]
 {{- include "mrtr-gateway.tomlBody" (dict "table" $server "first" (list "listen" "admin_listen" "drain_timeout")) }}
 {{- range $route := $config.route }}
@@ -202,4 +242,24 @@ exactly when a route declares auth mode none.
 [mrtr]
 {{- include "mrtr-gateway.tomlBody" (dict "table" $mrtr "first" (list "keys_file")) }}
 {{- end }}
+{{- if .Values.fleet.enabled }}
+{{- $fleet := dict "advertise" (printf "${POD_IP}:%d" (int .Values.ports.mcp)) }}
+{{- with .Values.fleet.allowedPeers }}
+{{- $_ := set $fleet "allowed_peers" . }}
+{{- end }}
+{{- with .Values.fleet.peerTimeout }}
+{{- $_ := set $fleet "peer_timeout" . }}
+{{- end }}
+
+[fleet]
+{{- include "mrtr-gateway.tomlBody" (dict "table" $fleet "first" (list "advertise" "allowed_peers" "peer_timeout")) }}
+{{- end }}
+{{- end }}
+
+{{/*
+PromQL label matchers that select this release's gateway metrics (prometheusRule.matchers, or
+the labels the Prometheus Operator gives the ServiceMonitor's targets).
+*/}}
+{{- define "mrtr-gateway.ruleMatchers" -}}
+{{- .Values.prometheusRule.matchers | default (printf "namespace=%q,job=%q" .Release.Namespace (include "mrtr-gateway.fullname" .)) }}
 {{- end }}

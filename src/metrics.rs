@@ -121,8 +121,8 @@ impl Metrics {
         let forwarded_retries = must(IntCounterVec::new(
             Opts::new(
                 "mrtr_forwarded_retries_total",
-                "Retries forwarded to the replica holding their call, by result \
-                 (ok, owner_unavailable, not_allowed).",
+                "Retries whose call another replica holds, by result (ok: forwarded and \
+                 answered; owner_unavailable: not reached, or restarted; not_allowed).",
             ),
             &["result"],
         ));

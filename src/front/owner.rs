@@ -350,7 +350,12 @@ where
         }
         let fleet = fleet.clone();
         let forwarded = forwarded_by(request.headers()).is_some();
+        let metrics = fleet.metrics.clone();
         let unavailable = |request: &Request<McpRequest>, why: &str| -> Answer {
+            metrics
+                .forwarded_retries
+                .with_label_values(&["owner_unavailable"])
+                .inc();
             let response = error_response(
                 Some(request.body().id.clone()),
                 &GatewayError::OwnerUnavailable(why.into()),

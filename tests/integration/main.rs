@@ -10,6 +10,7 @@ mod admin;
 mod auth;
 mod cli;
 mod faults;
+mod fleet;
 mod forwarding;
 mod mrtr;
 mod pool;

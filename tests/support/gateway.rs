@@ -1,6 +1,7 @@
 //! Starts the gateway in-process in front of the legacy test backend (`legacy_backend` example,
 //! a 2025-11-25 rmcp server) over stdio or Streamable HTTP, and reads what the backend received;
-//! [`GatewayProcess`] runs the gateway binary itself, as a user does.
+//! [`GatewayProcess`] runs the gateway binary itself, as a user does, and can signal, kill and
+//! wait for it by PID.
 
 #![allow(dead_code)]
 
@@ -8,6 +9,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use mrtr_gateway::config::{BackendConfig, Config, RouteConfig, StaticRoot, UnsolicitedPolicy};
@@ -357,7 +359,10 @@ pub struct GatewayProcess {
     pub child: Child,
     /// `http://ADDR/PATH` of the first route, from the `serving` line.
     pub url: String,
-    log: tokio::task::JoinHandle<String>,
+    /// Everything the process wrote on stderr so far.
+    log: Arc<Mutex<String>>,
+    /// Reads stderr into `log` until the process closes it.
+    reader: tokio::task::JoinHandle<()>,
 }
 
 impl GatewayProcess {
@@ -399,14 +404,57 @@ impl GatewayProcess {
         .ok()
         .flatten()
         .unwrap_or_else(|| panic!("the gateway says where it serves; it said:\n{seen}"));
-        let log = tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                seen.push_str(&line);
-                seen.push('\n');
+        let log = Arc::new(Mutex::new(seen));
+        let reader = tokio::spawn({
+            let log = log.clone();
+            async move {
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let mut log = log.lock().unwrap_or_else(PoisonError::into_inner);
+                    log.push_str(&line);
+                    log.push('\n');
+                }
             }
-            seen
         });
-        GatewayProcess { child, url, log }
+        GatewayProcess {
+            child,
+            url,
+            log,
+            reader,
+        }
+    }
+
+    /// The process id, while the process has not been waited for.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Sends `signal` to the process by PID (nothing once it has been waited for).
+    pub fn signal(&self, signal: libc::c_int) {
+        if let Some(pid) = self.pid() {
+            crate::support::signal::send(pid as i32, signal);
+        }
+    }
+
+    /// Kills the process with SIGKILL by PID and waits (10 s at most) until it is gone.
+    pub async fn kill(&mut self) -> Option<std::process::ExitStatus> {
+        self.signal(libc::SIGKILL);
+        self.wait_exit(Duration::from_secs(10)).await
+    }
+
+    /// Waits at most `within` for the process to exit by itself; `None` when it is still running.
+    pub async fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// Everything the process wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.log
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Stops the process with SIGTERM (a clean drain), waits for it (30 s at most, then kills
@@ -422,11 +470,7 @@ impl GatewayProcess {
                 None
             }
         };
-        let log = tokio::time::timeout(Duration::from_secs(5), &mut self.log)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        (status, log)
+        let _ = tokio::time::timeout(Duration::from_secs(5), &mut self.reader).await;
+        (status, self.stderr())
     }
 }

@@ -1,6 +1,8 @@
-//! Shared test support: the in-process gateway harness, the 2026-07-28 client and the JSON-RPC
-//! request builders and checks the tests share.
+//! Shared test support: the in-process gateway harness, a fleet of gateway processes behind a
+//! round-robin proxy, the 2026-07-28 client and the JSON-RPC request builders and checks the
+//! tests share.
 
+pub mod fleet;
 pub mod gateway;
 pub mod modern_client;
 pub mod rpc;

@@ -576,3 +576,58 @@ async fn a_frozen_owner_is_reported_within_peer_timeout() {
     assert!(fleet.answers().is_empty(), "no backend heard the answer");
     fleet.stop().await;
 }
+
+/// A forwarded retry whose answer takes longer than half of peer_timeout: the owner starts an
+/// SSE response at once, so the forwarder does not take it for a dead owner, and the result
+/// arrives as the stream's event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_forwarded_answer_arrives_as_a_stream() {
+    let fleet = Fleet::start(Backend::Http).await;
+    let slow_ms = (PEER_TIMEOUT.as_millis() as u64) * 3 / 4 + 500;
+    let first = tool_call(
+        json!(1),
+        "slow_question",
+        json!({ "ms": slow_ms }),
+        &elicitation_caps(),
+    );
+    let round = input_required(&post(fleet.url(0), &first).await);
+    assert_eq!(fleet.owner_of(&round.state), 0);
+    let key = key_of(&round, "elicitation/create");
+    let retry = retry_of(
+        &first,
+        json!(2),
+        accept(&key, json!({"name": "Sol"})),
+        &round.state,
+    );
+    let exchange = post(fleet.url(1), &retry).await;
+    assert_eq!(exchange.status, 200, "{}", exchange.body);
+    assert_eq!(
+        exchange.content_type(),
+        Some("text/event-stream"),
+        "{}",
+        exchange.body
+    );
+    assert!(
+        exchange.body.starts_with(": keep-alive"),
+        "{}",
+        exchange.body
+    );
+    assert_eq!(
+        exchange.result_type(),
+        Some("complete"),
+        "{}",
+        exchange.body
+    );
+    assert_eq!(
+        result_text(&exchange),
+        format!("Done for \"Sol\" after {slow_ms} ms.")
+    );
+    assert_eq!(
+        fleet.metric(1, FORWARDED, &[("result", "ok")]).await,
+        1.0,
+        "forwarded, not refused as unavailable"
+    );
+    assert_eq!(fleet.answers().len(), 1);
+    fleet.wait_no_held().await;
+    fleet.stop().await;
+}

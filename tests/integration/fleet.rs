@@ -631,3 +631,67 @@ async fn a_slow_forwarded_answer_arrives_as_a_stream() {
     fleet.wait_no_held().await;
     fleet.stop().await;
 }
+
+/// A client that closes its connection while a forwarded answer is still coming closes the
+/// forwarded one: the forwarder stops relaying at once, long before the answer would end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_closing_its_connection_closes_the_forwarded_one() {
+    let mut fleet = Fleet::start(Backend::Http).await;
+    let first = tool_call(
+        json!(1),
+        "slow_question",
+        json!({"ms": 6000}),
+        &elicitation_caps(),
+    );
+    let round = input_required(&post(fleet.url(0), &first).await);
+    assert_eq!(fleet.owner_of(&round.state), 0);
+    let key = key_of(&round, "elicitation/create");
+    let retry = retry_of(
+        &first,
+        json!(2),
+        accept(&key, json!({"name": "Kai"})),
+        &round.state,
+    );
+    let started = Instant::now();
+    let client = reqwest::Client::new();
+    let mut response = tokio::time::timeout(
+        Duration::from_secs(10),
+        client
+            .post(fleet.url(1))
+            .headers(standard_headers(&retry))
+            .json(&retry)
+            .send(),
+    )
+    .await
+    .expect("the forwarded answer starts in time")
+    .expect("the forwarded answer starts");
+    assert_eq!(
+        response.headers()["content-type"],
+        "text/event-stream",
+        "a slow answer starts as a stream"
+    );
+    let keep_alive = response.chunk().await.expect("a first chunk");
+    assert!(keep_alive.is_some_and(|c| c.starts_with(b": keep-alive")));
+    assert_eq!(fleet.status(1).await["forwarding"], 1, "being relayed");
+    drop(response);
+    drop(client);
+    let mut relaying = 1;
+    for _ in 0..100 {
+        relaying = fleet.status(1).await["forwarding"].as_u64().unwrap_or(1);
+        if relaying == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        relaying, 0,
+        "the forward ended with the client's connection"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "before the answer would have come: {:?}",
+        started.elapsed()
+    );
+    fleet.kill(0).await;
+    fleet.stop().await;
+}

@@ -529,6 +529,17 @@ impl Fleet {
         response.text().await.expect("metrics text")
     }
 
+    /// Replica `index`'s admin `/status` document.
+    pub async fn status(&self, index: usize) -> Value {
+        let url = format!("{}/status", self.replicas[index].admin);
+        let response = tokio::time::timeout(REQUEST_LIMIT, reqwest::get(&url))
+            .await
+            .unwrap_or_else(|_| panic!("{url} answers in time"))
+            .unwrap_or_else(|e| panic!("{url} answers: {e}"));
+        assert_eq!(response.status().as_u16(), 200, "{url}");
+        response.json().await.expect("status JSON")
+    }
+
     /// The sum of the samples of metric `name` on replica `index` whose labels include every
     /// `labels` pair (0 when there is none).
     pub async fn metric(&self, index: usize, name: &str, labels: &[(&str, &str)]) -> f64 {

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::future::{BoxFuture, Either};
 use futures_util::{stream, StreamExt};
-use http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
@@ -43,7 +43,7 @@ use crate::mrtr::{Bridge, Location};
 pub const FORWARDED_BY: HeaderName = HeaderName::from_static("mrtr-forwarded-by");
 
 /// Headers of one connection only (RFC 9110 §7.6.1), never forwarded.
-const HOP_BY_HOP: [&str; 8] = [
+const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "keep-alive",
     "proxy-authenticate",
@@ -51,6 +51,7 @@ const HOP_BY_HOP: [&str; 8] = [
     "proxy-connection",
     "te",
     "trailer",
+    "transfer-encoding",
     "upgrade",
 ];
 
@@ -150,6 +151,12 @@ impl Fleet {
             let headers = forwarded.headers_mut();
             *headers = parts.headers;
             strip_hop_by_hop(headers);
+            // An HTTP/2 client names the host in `:authority`: the owner checks it as `Host`.
+            if let (false, Some(authority)) = (headers.contains_key(HOST), parts.uri.authority()) {
+                if let Ok(host) = HeaderValue::from_str(authority.as_str()) {
+                    headers.insert(HOST, host);
+                }
+            }
             headers.insert(FORWARDED_BY, self.advertise.clone());
             crate::telemetry::inject_current_trace(headers);
             self.client
@@ -468,6 +475,7 @@ mod tests {
         headers.insert("connection", HeaderValue::from_static("close, x-private"));
         headers.insert("x-private", HeaderValue::from_static("1"));
         headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        headers.insert("transfer-encoding", HeaderValue::from_static("chunked"));
         headers.insert("authorization", HeaderValue::from_static("Bearer t"));
         strip_hop_by_hop(&mut headers);
         assert_eq!(headers.len(), 1);

@@ -73,7 +73,34 @@ async fn check_config_accepts_the_examples_and_names_the_bad_key() {
 
     let key = Command::new(BIN).arg("keygen").output().await.unwrap();
     let key = String::from_utf8_lossy(&key.stdout).trim().to_string();
-    assert!(mrtr_gateway::state::KeyRing::from_base64(&[key]).is_ok());
+    assert!(mrtr_gateway::state::KeyRing::from_base64(std::slice::from_ref(&key)).is_ok());
+
+    // A fleet cannot work without keys every replica shares.
+    let route = "[[route]]\npath = \"/mcp\"\nbackend = \"b\"\n[backend.b]\ntransport = \"stdio\"\ncommand = \"b\"\n";
+    let fleet = "[fleet]\nadvertise = \"${MRTR_TEST_POD_IP}:8080\"\n";
+    let check = |text: String| {
+        let path = dir.path().join("fleet.toml");
+        std::fs::write(&path, text).unwrap();
+        Command::new(BIN)
+            .args(["check-config", &path.display().to_string()])
+            .env("MRTR_TEST_POD_IP", "10.0.0.7")
+            .output()
+    };
+    let keyless = check(format!("{route}{fleet}")).await.unwrap();
+    assert_eq!(keyless.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&keyless.stderr).contains("fleet: needs keys every replica shares"),
+        "{}",
+        String::from_utf8_lossy(&keyless.stderr)
+    );
+    let keyed = check(format!("{route}[mrtr]\nkeys = [\"{key}\"]\n{fleet}"))
+        .await
+        .unwrap();
+    assert!(
+        keyed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&keyed.stderr)
+    );
 }
 
 /// `--listen` is validated like the file: an unauthenticated route may not leave loopback.

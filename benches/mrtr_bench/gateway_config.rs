@@ -1,8 +1,9 @@
 //! The gateway configurations the scenarios run with, written as TOML.
 //!
-//! Every gateway listens on a loopback port 0 (the chosen address is read from its log) and
-//! drains for at most one second on SIGTERM, so stopping it is quick. Everything else stays at
-//! its default unless a scenario needs more (pool size, held-call limits, settle window).
+//! Every gateway listens on loopback, on port 0 (the chosen address is read from its log) unless
+//! it is a replica of a fleet, whose `fleet.advertise` must name its real port, and drains for
+//! at most one second on SIGTERM, so stopping it is quick. Everything else stays at its default
+//! unless a scenario needs more (pool size, held-call limits, settle window, fleet).
 
 use crate::procs::GATEWAY_EXE;
 
@@ -17,9 +18,24 @@ pub struct HttpGatewayConfig {
     pub max_held: usize,
     /// `mrtr.held_ttl` in seconds: longer than opening and retrying the rounds takes.
     pub held_ttl_s: u64,
-    /// Open the admin listener (for `/status` and `/readyz`).
+    /// Open the admin listener (for `/status`, `/readyz` and `/metrics`).
     pub admin: bool,
+    /// `[fleet]`: this gateway is one replica of several.
+    pub fleet: Option<FleetSetting>,
 }
+
+/// One replica of a fleet on loopback.
+pub struct FleetSetting {
+    /// The port it listens on, chosen beforehand (`fleet.advertise` names it).
+    pub port: u16,
+    /// `mrtr.keys`: the one key every replica shares (base64, 32 bytes).
+    pub key: String,
+    /// `fleet.peer_timeout` in ms.
+    pub peer_timeout_ms: u64,
+}
+
+/// A fixed key for `requestState`, shared by the replicas of a benchmark fleet.
+pub const FLEET_TEST_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 impl HttpGatewayConfig {
     pub fn new(backend_url: String) -> Self {
@@ -30,6 +46,7 @@ impl HttpGatewayConfig {
             max_held: 10_000,
             held_ttl_s: 50,
             admin: false,
+            fleet: None,
         }
     }
 
@@ -38,13 +55,25 @@ impl HttpGatewayConfig {
             .settle_window_ms
             .map(|ms| format!("settle_window = \"{ms}ms\"\n"))
             .unwrap_or_default();
+        let (port, keys, fleet) = match &self.fleet {
+            Some(fleet) => (
+                fleet.port,
+                format!("keys = [{}]\n", toml_string(&fleet.key)),
+                format!(
+                    "\n[fleet]\nadvertise = \"127.0.0.1:{port}\"\npeer_timeout = \"{timeout}ms\"\n",
+                    port = fleet.port,
+                    timeout = fleet.peer_timeout_ms,
+                ),
+            ),
+            None => (0, String::new(), String::new()),
+        };
         format!(
             "{server}\
              [[route]]\npath = \"/mcp\"\nbackend = \"fast\"\n\n\
              [backend.fast]\ntransport = \"http\"\nurl = {url}\n\n\
              [backend.fast.pool]\nmax_sessions = {max_sessions}\nqueue_wait = \"30s\"\n\n\
-             [mrtr]\nheld_ttl = \"{ttl}s\"\n{settle}max_held = {held}\nmax_held_per_principal = {held}\n",
-            server = server_table(self.admin),
+             [mrtr]\n{keys}held_ttl = \"{ttl}s\"\n{settle}max_held = {held}\nmax_held_per_principal = {held}\n{fleet}",
+            server = server_table(self.admin, port),
             url = toml_string(&self.backend_url),
             max_sessions = self.max_sessions,
             ttl = self.held_ttl_s,
@@ -60,7 +89,7 @@ pub fn stdio_demo_config(min_idle: usize, admin: bool) -> String {
          [[route]]\npath = \"/mcp\"\nbackend = \"demo\"\n\n\
          [backend.demo]\ntransport = \"stdio\"\ncommand = {command}\nargs = [\"demo-backend\"]\n\n\
          [backend.demo.pool]\nmin_idle = {min_idle}\nmax_sessions = 4\n",
-        server = server_table(admin),
+        server = server_table(admin, 0),
         command = toml_string(GATEWAY_EXE),
     )
 }
@@ -98,20 +127,21 @@ pub fn stdio_roots_config(
          [[route]]\npath = \"/mcp\"\nbackend = \"roots\"\n\n\
          [backend.roots]\ntransport = \"stdio\"\ncommand = {command}\nargs = [{flag}, {root}]\n{policy}\n\
          [backend.roots.pool]\nmax_sessions = 1\n",
-        server = server_table(false),
+        server = server_table(false, 0),
         command = toml_string(&command),
         flag = toml_string(crate::roots_backend::SERVE_ROOTS_BACKEND_FLAG),
         root = toml_string(configured_root),
     )
 }
 
-fn server_table(admin: bool) -> String {
+/// `[server]` on loopback `port` (0: any free port).
+fn server_table(admin: bool, port: u16) -> String {
     let admin = if admin {
         "admin_listen = \"127.0.0.1:0\"\n"
     } else {
         ""
     };
-    format!("[server]\nlisten = \"127.0.0.1:0\"\n{admin}drain_timeout = \"1s\"\n\n")
+    format!("[server]\nlisten = \"127.0.0.1:{port}\"\n{admin}drain_timeout = \"1s\"\n\n")
 }
 
 /// A TOML basic string.

@@ -36,7 +36,7 @@ pub struct LoadStats {
 
 impl LoadStats {
     /// Merges every worker's figures; a worker that panicked counts as one error.
-    async fn join_workers(&mut self, tasks: &mut tokio::task::JoinSet<Worker>) {
+    async fn join_workers(&mut self, tasks: &mut tokio::task::JoinSet<LoadStats>) {
         while let Some(joined) = tasks.join_next().await {
             match joined {
                 Ok(worker) => self.merge(worker),
@@ -49,7 +49,8 @@ impl LoadStats {
         }
     }
 
-    fn empty() -> Self {
+    /// No operation yet; also one task's share of a run (its window is left at zero).
+    pub fn empty() -> Self {
         Self {
             completed: 0,
             errors: 0,
@@ -76,36 +77,8 @@ impl LoadStats {
         self.latencies_us.value_at_quantile(0.99)
     }
 
-    fn merge(&mut self, other: Worker) {
-        self.completed += other.completed;
-        self.errors += other.errors;
-        // Both histograms have the same bounds, so adding cannot fail.
-        let _ = self.latencies_us.add(&other.latencies_us);
-        if self.first_error.is_none() {
-            self.first_error = other.first_error;
-        }
-    }
-}
-
-/// One task's share of a run.
-struct Worker {
-    completed: u64,
-    errors: u64,
-    latencies_us: Histogram<u64>,
-    first_error: Option<String>,
-}
-
-impl Worker {
-    fn new() -> Self {
-        Self {
-            completed: 0,
-            errors: 0,
-            latencies_us: new_histogram(),
-            first_error: None,
-        }
-    }
-
-    fn record<T>(&mut self, started: Instant, outcome: &BenchResult<T>) {
+    /// Counts one operation started at `started`: its latency if it succeeded, else its error.
+    pub fn record<T>(&mut self, started: Instant, outcome: &BenchResult<T>) {
         match outcome {
             Ok(_) => {
                 self.completed += 1;
@@ -113,12 +86,24 @@ impl Worker {
                 self.latencies_us
                     .saturating_record(u64::try_from(micros).unwrap_or(u64::MAX));
             }
-            Err(error) => {
-                self.errors += 1;
-                if self.first_error.is_none() {
-                    self.first_error = Some(error.to_string());
-                }
-            }
+            Err(error) => self.record_error(error.to_string()),
+        }
+    }
+
+    /// Counts one failed operation.
+    pub fn record_error(&mut self, error: String) {
+        self.errors += 1;
+        self.first_error.get_or_insert(error);
+    }
+
+    /// Adds `other`'s operations (not its window).
+    pub fn merge(&mut self, other: LoadStats) {
+        self.completed += other.completed;
+        self.errors += other.errors;
+        // Both histograms have the same bounds, so adding cannot fail.
+        let _ = self.latencies_us.add(&other.latencies_us);
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
         }
     }
 }
@@ -146,7 +131,7 @@ where
         let operation = operation.clone();
         let sequence = sequence.clone();
         tasks.spawn(async move {
-            let mut worker = Worker::new();
+            let mut worker = LoadStats::empty();
             loop {
                 let started = Instant::now();
                 if started >= measure_until {
@@ -187,7 +172,7 @@ where
     for _ in 0..concurrency.max(1) {
         let (jobs, outputs, operation) = (jobs.clone(), outputs.clone(), operation.clone());
         tasks.spawn(async move {
-            let mut worker = Worker::new();
+            let mut worker = LoadStats::empty();
             // Bounded by the job list.
             while let Some(job) = next_job(&jobs) {
                 let started = Instant::now();

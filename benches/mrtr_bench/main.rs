@@ -1,5 +1,5 @@
 //! `mrtr-bench`, the gateway's macro benchmark:
-//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5]`.
+//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6]`.
 //!
 //! Everything runs on loopback, every loop is bounded by a duration or a count, and every
 //! process the benchmark starts is stopped by its PID when its guard is dropped.
@@ -15,12 +15,12 @@
 //! - `rounds.rs`: one elicitation exchange through the gateway and natively;
 //! - `load.rs`: the load drivers and their latency histograms;
 //! - `m1_passthrough.rs`, `m2_elicitation.rs`, `m3_capacity.rs`, `m4_stdio_pool.rs`,
-//!   `m5_roots.rs`: the scenarios;
+//!   `m5_roots.rs`, `m6_forwarded.rs`: the scenarios;
 //! - `report.rs` and `chart.rs`: the Markdown tables and `m1.svg`.
 //!
 //! `--smoke` runs every scenario with tiny sizes (well under a minute) and exits non-zero if any
-//! request failed or any process did not start; it requires nginx. The full run skips nginx
-//! with a warning when it is not installed.
+//! request failed or any process did not start; it requires nginx when it includes M1. The full
+//! run skips nginx with a warning when it is not installed.
 
 mod backend;
 mod chart;
@@ -31,6 +31,7 @@ mod m2_elicitation;
 mod m3_capacity;
 mod m4_stdio_pool;
 mod m5_roots;
+mod m6_forwarded;
 mod procs;
 mod report;
 mod roots_backend;
@@ -50,7 +51,7 @@ use report::Findings;
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const USAGE: &str =
-    "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5]";
+    "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6]";
 const DEFAULT_OUT_DIR: &str = "target/mrtr-bench";
 
 struct Options {
@@ -67,6 +68,7 @@ struct Scenarios {
     m3: bool,
     m4: bool,
     m5: bool,
+    m6: bool,
 }
 
 impl Scenarios {
@@ -76,6 +78,7 @@ impl Scenarios {
         m3: true,
         m4: true,
         m5: true,
+        m6: true,
     };
 
     fn parse(list: &str) -> Result<Self, String> {
@@ -85,6 +88,7 @@ impl Scenarios {
             m3: false,
             m4: false,
             m5: false,
+            m6: false,
         };
         for name in list.split(',').map(str::trim) {
             match name.to_ascii_lowercase().as_str() {
@@ -93,6 +97,7 @@ impl Scenarios {
                 "m3" => chosen.m3 = true,
                 "m4" => chosen.m4 = true,
                 "m5" => chosen.m5 = true,
+                "m6" => chosen.m6 = true,
                 other => return Err(format!("--only: unknown scenario {other:?}\n{USAGE}")),
             }
         }
@@ -186,6 +191,7 @@ struct Plan {
     m3: m3_capacity::Settings,
     m4: m4_stdio_pool::Settings,
     m5: m5_roots::Settings,
+    m6: m6_forwarded::Settings,
 }
 
 impl Plan {
@@ -213,6 +219,10 @@ impl Plan {
                     warmup: 2,
                     flows: 10,
                 },
+                m6: m6_forwarded::Settings {
+                    warmup: 2,
+                    exchanges: 20,
+                },
             }
         } else {
             Self {
@@ -235,6 +245,10 @@ impl Plan {
                 m5: m5_roots::Settings {
                     warmup: 10,
                     flows: 200,
+                },
+                m6: m6_forwarded::Settings {
+                    warmup: 50,
+                    exchanges: 2_000,
                 },
             }
         }
@@ -264,8 +278,10 @@ async fn run(options: Options) -> ExitCode {
             "the open-files limit is {open_files}: M3 with {largest_m3} held rounds may run out of descriptors"
         ));
     }
+    let scenarios = options.scenarios;
     let nginx = procs::nginx_path();
-    if nginx.is_none() {
+    // Only M1 runs nginx.
+    if nginx.is_none() && scenarios.m1 {
         if options.smoke {
             eprintln!(
                 "mrtr-bench: nginx is not installed (looked for /usr/sbin/nginx and nginx on PATH); \
@@ -279,7 +295,6 @@ async fn run(options: Options) -> ExitCode {
             .push("nginx is not installed: M1 ran without the nginx target".to_owned());
     }
 
-    let scenarios = options.scenarios;
     if scenarios.m1 || scenarios.m2 {
         let nginx = nginx.as_deref().filter(|_| scenarios.m1);
         if let Err(error) = passthrough_and_rounds(&plan, scenarios, nginx, &mut findings).await {
@@ -317,6 +332,15 @@ async fn run(options: Options) -> ExitCode {
         findings.m5 = rows;
         findings.failures.extend(failures);
     }
+    if scenarios.m6 {
+        eprintln!("mrtr-bench: M6 forwarded retry");
+        match m6_forwarded::run(&plan.m6).await {
+            Ok(results) => findings.m6 = Some(results),
+            Err(error) => findings
+                .failures
+                .push(format!("M6 did not complete: {error}")),
+        }
+    }
     findings.notes.push(format!(
         "nginx runs `worker_processes {}` (one worker per core), like the gateway's Tokio runtime (one worker thread per core).",
         procs::NGINX_WORKERS
@@ -324,7 +348,8 @@ async fn run(options: Options) -> ExitCode {
     findings.notes.push(
         "the gateway runs with its defaults except: loopback port 0, `drain_timeout = \"1s\"`, \
          `pool.max_sessions` sized for the scenario (256 for M1/M2; held rounds + 64 for M3), \
-         `queue_wait = \"30s\"`, and for M3 `held_ttl = \"600s\"` and `max_held`/`max_held_per_principal` = held rounds + 64."
+         `queue_wait = \"30s\"`, for M3 `held_ttl = \"600s\"` and `max_held`/`max_held_per_principal` = held rounds + 64, \
+         and for M6 loopback ports chosen beforehand, `[fleet]` with `advertise` naming them, one shared `mrtr.keys` entry and `settle_window = \"0ms\"`."
             .to_owned(),
     );
     collect_request_errors(&mut findings);
@@ -445,6 +470,10 @@ fn collect_request_errors(findings: &mut Findings) {
         failed.push((format!("M3 {} held: opening", row.held), &row.opened));
         failed.push((format!("M3 {} held: retries", row.held), &row.retries));
     }
+    if let Some(m6) = &findings.m6 {
+        failed.push(("M6 local retries".to_owned(), &m6.local));
+        failed.push(("M6 forwarded retries".to_owned(), &m6.forwarded));
+    }
     let lines: Vec<String> = failed
         .into_iter()
         .filter(|(_, stats)| stats.errors > 0)
@@ -463,6 +492,20 @@ fn collect_request_errors(findings: &mut Findings) {
             findings.failures.push(format!(
                 "M5 {}: {astray} of {} flows ran under roots other than their own",
                 row.label, row.stats.completed
+            ));
+        }
+    }
+    if let Some(m6) = &findings.m6 {
+        // B does not hold the calls: each right answer it gave must have come through A.
+        if m6
+            .forwarded_by_b
+            .is_none_or(|forwarded| forwarded < m6.forwarded_succeeded)
+        {
+            findings.failures.push(format!(
+                "M6: {} retries through B succeeded but B's /metrics counted {} forwarded",
+                m6.forwarded_succeeded,
+                m6.forwarded_by_b
+                    .map_or_else(|| "none".to_owned(), |n| n.to_string())
             ));
         }
     }

@@ -185,7 +185,19 @@ fn process_ticks(pid: u32) -> BenchResult<(u32, u64)> {
 
 /// A free loopback port, for programs that cannot report the one they bound.
 fn free_loopback_port() -> BenchResult<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(free_loopback_ports(1)?[0])
+}
+
+/// `count` distinct free loopback ports, for programs that must be told their port beforehand
+/// (a fleet replica advertises it). All are bound at once, so none repeats, then released.
+pub fn free_loopback_ports(count: usize) -> BenchResult<Vec<u16>> {
+    let listeners = (0..count)
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()?;
+    listeners
+        .iter()
+        .map(|listener| Ok(listener.local_addr()?.port()))
+        .collect()
 }
 
 fn temp_dir(prefix: &str) -> BenchResult<TempDir> {
@@ -244,8 +256,8 @@ pub struct GatewayProcess {
 }
 
 impl GatewayProcess {
-    /// Starts the gateway with `config` (TOML; `server.listen` should be port 0) and waits for
-    /// its `serving` line. `grace` is how long SIGTERM may take before SIGKILL.
+    /// Starts the gateway with `config` (TOML; `server.listen` on port 0, or on one from
+    /// [`free_loopback_ports`]) and waits for its `serving` line. `grace` is how long SIGTERM may take before SIGKILL.
     pub fn start(config: &str, grace: Duration) -> BenchResult<Self> {
         let dir = temp_dir("mrtr-bench-gateway-")?;
         let config_path = dir.path().join("gateway.toml");

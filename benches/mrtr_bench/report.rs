@@ -11,6 +11,7 @@ use crate::m2_elicitation::Row as M2Row;
 use crate::m3_capacity::Row as M3Row;
 use crate::m4_stdio_pool::{median, Results as M4Results};
 use crate::m5_roots::{Row as M5Row, CONFIGURED_ROOT, STATIC_ROOT};
+use crate::m6_forwarded::{Results as M6Results, GOAL_P50_ADDED_US};
 use crate::procs::{gateway_version, nginx_version, NGINX_WORKERS};
 
 /// Everything measured in one run.
@@ -23,6 +24,7 @@ pub struct Findings {
     pub m3: Vec<M3Row>,
     pub m4: Option<M4Results>,
     pub m5: Vec<M5Row>,
+    pub m6: Option<M6Results>,
     /// Remarks worth reading next to the numbers (skipped targets, settings).
     pub notes: Vec<String>,
     /// What failed: scenarios that could not run, and request errors.
@@ -84,6 +86,9 @@ pub fn tables(findings: &Findings) -> String {
         m4_table(&mut out, m4);
     }
     m5_table(&mut out, &findings.m5);
+    if let Some(m6) = &findings.m6 {
+        m6_table(&mut out, m6);
+    }
     if !findings.notes.is_empty() {
         out.push_str("## Notes\n\n");
         for note in &findings.notes {
@@ -327,6 +332,52 @@ fn m5_table(out: &mut String, rows: &[M5Row]) {
         );
     }
     out.push('\n');
+}
+
+fn m6_table(out: &mut String, m6: &M6Results) {
+    let _ = writeln!(
+        out,
+        "## M6: forwarded retry, concurrency 1\n\n\
+         Two gateways, A and B, are replicas of one fleet in front of the fast backend: `[fleet]` \
+         with `advertise` naming each one's loopback port, the same `mrtr.keys`, \
+         `settle_window = \"0ms\"`. Each exchange opens its round on A, untimed, and only the \
+         retry is timed. Sent to A, which holds the call, the retry is local. Sent to B, it is \
+         forwarded: B opens the sealed `requestState`, finds that A owns the call, relays the \
+         request to A over a pooled HTTP/1.1 connection and streams A's answer back. A wrong \
+         answer counts as an error. One retry at a time; after {} warm-up exchanges on each \
+         path, the paths alternate exchange by exchange (A B, B A, ...) so that drift on the \
+         machine weighs on both alike. The difference is the cost of forwarding: B's parsing \
+         and opening of the state, one more loopback hop, and relaying the answer.\n\n\
+         | retry sent to | retries | p50 (µs) | p99 (µs) | errors |\n\
+         |---|---:|---:|---:|---:|",
+        m6.warmup
+    );
+    for (label, stats) in [
+        ("A, which holds the call (local)", &m6.local),
+        ("B, forwarded to A", &m6.forwarded),
+    ] {
+        let _ = writeln!(
+            out,
+            "| {label} | {} | {} | {} | {} |",
+            stats.completed,
+            stats.p50_us(),
+            stats.p99_us(),
+            stats.errors
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n| comparison | value |\n|---|---:|\n\
+         | p50 forwarded − local (goal ≤ +{GOAL_P50_ADDED_US} µs) | {:+} µs ({}) |\n\
+         | p99 forwarded − local | {:+} µs |\n\
+         | retries B forwarded (`mrtr_forwarded_retries_total{{result=\"ok\"}}`, warm-up included) | {} of {} that succeeded through B |\n",
+        m6.p50_added_us(),
+        if m6.goal_met() { "met" } else { "not met" },
+        m6.p99_added_us(),
+        m6.forwarded_by_b
+            .map_or_else(|| "n/a".to_owned(), |n| n.to_string()),
+        m6.forwarded_succeeded,
+    );
 }
 
 /// The 1, 5 and 15 minute load averages: other work on the machine skews every number.

@@ -339,7 +339,7 @@ impl GatewayError {
                 codes::INTERNAL_ERROR,
                 format!(
                     "Owner unavailable: the gateway replica holding this call {m}; \
-                     the call is lost, start it again without requestState"
+                     the call cannot be finished, start it again without requestState"
                 ),
             )
             .with_data(json!({ "reason": "owner_unavailable" })),

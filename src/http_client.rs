@@ -1,5 +1,6 @@
 //! How the gateway's outbound HTTP clients are built (one per Streamable HTTP backend, one for
-//! JWKS documents): hyper's pooled client over rustls (ring, webpki roots), HTTP/1.1. A leaf.
+//! JWKS documents, one for the other replicas of a fleet): hyper's pooled client over rustls
+//! (ring, webpki roots), HTTP/1.1; and how their responses say they are SSE. A leaf.
 
 use std::time::Duration;
 
@@ -30,4 +31,16 @@ pub fn new_client() -> Result<HttpClient, TlsSetupError> {
     Ok(Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .build(connector))
+}
+
+/// Whether a response is an SSE stream (`Content-Type: text/event-stream`, any case).
+pub fn is_event_stream(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| {
+            ct.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        })
 }

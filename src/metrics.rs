@@ -122,7 +122,7 @@ impl Metrics {
             Opts::new(
                 "mrtr_forwarded_retries_total",
                 "Retries whose call another replica holds, by result (ok: forwarded and \
-                 answered; owner_unavailable: not reached, or restarted; not_allowed).",
+                 answered; owner_unavailable: not reached, or restarted; owner_not_allowed).",
             ),
             &["result"],
         ));

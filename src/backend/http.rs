@@ -28,7 +28,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::{BackendError, BackendSpec, Outbox, TransportEvent};
-use crate::http_client::HttpClient;
+use crate::http_client::{is_event_stream, HttpClient};
 use crate::sync::{LockRecovered, RwLockRecovered};
 
 const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -349,18 +349,6 @@ async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, String> {
         .map_err(|e| e.to_string())
 }
 
-fn is_event_stream(response: &hyper::Response<Incoming>) -> bool {
-    response
-        .headers()
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| {
-            ct.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("text/event-stream")
-        })
-}
-
 /// Notifications and answers to server requests: expect 202, nothing to read.
 async fn post_one_way(shared: &Shared, message: &Value) {
     let had_session = shared.session_id().is_some();
@@ -408,7 +396,7 @@ async fn post_request(shared: Arc<Shared>, message: Value) {
             )
             .await;
     }
-    if !is_event_stream(&response) {
+    if !is_event_stream(response.headers()) {
         match read_limited(response.into_body(), MAX_JSON_BODY).await {
             Ok(body) => match serde_json::from_slice::<Value>(&body) {
                 Ok(Value::Array(items)) => {
@@ -536,7 +524,9 @@ async fn open_get(shared: &Shared, last_event_id: Option<&str>) -> GetOutcome {
         return GetOutcome::Unavailable;
     };
     match shared.client.request(request).await {
-        Ok(response) if response.status() == StatusCode::OK && is_event_stream(&response) => {
+        Ok(response)
+            if response.status() == StatusCode::OK && is_event_stream(response.headers()) =>
+        {
             GetOutcome::Stream(response.into_body())
         }
         Ok(response) if response.status() == StatusCode::NOT_FOUND && had_session => {
@@ -565,7 +555,9 @@ async fn standalone_stream(shared: Arc<Shared>) {
                 shared.session_lost().await;
                 return;
             }
-            Ok(response) if response.status() == StatusCode::OK && is_event_stream(&response) => {
+            Ok(response)
+                if response.status() == StatusCode::OK && is_event_stream(response.headers()) =>
+            {
                 let end = read_stream(&shared, response.into_body(), None).await;
                 if end.last_event_id.is_some() {
                     last_event_id = end.last_event_id;

@@ -10,7 +10,8 @@ impl Config {
     /// - `backend.NAME.headers.*` (values, not names);
     /// - `backend.NAME.env.*` (values);
     /// - `mrtr.keys[i]` (not the lines of `keys_file`);
-    /// - `fleet.advertise` (the pod's address, e.g. `${POD_IP}:8080`).
+    /// - `mrtr.instance_id` and `fleet.advertise` (per replica, e.g. `${POD_NAME}` and
+    ///   `${POD_IP}:8080`).
     ///
     /// An unset variable or an unterminated `${` is an error naming the key.
     pub(super) fn expand_env_vars(&mut self) -> Result<(), ConfigError> {
@@ -37,6 +38,9 @@ impl Config {
         }
         for (i, k) in self.mrtr.keys.iter_mut().enumerate() {
             *k = expand_env(&format!("mrtr.keys[{i}]"), k)?;
+        }
+        if let Some(id) = &mut self.mrtr.instance_id {
+            *id = expand_env("mrtr.instance_id", id)?;
         }
         if let Some(fleet) = &mut self.fleet {
             fleet.advertise = expand_env("fleet.advertise", &fleet.advertise)?;

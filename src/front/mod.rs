@@ -15,7 +15,8 @@
 //! 8. [`owner`]: with `[fleet]`, a retry whose call another replica holds is forwarded there;
 //! 9. [`dispatch`]: the request applied; forwarded methods go to the bridge.
 //!
-//! Each layer either passes the request on or answers it; every answer is written by [`reply`].
+//! Each layer either passes the request on or answers it; every answer is written with
+//! [`reply`]'s pieces (a forwarded retry's answer is the owner's, relayed).
 //! [`server`] owns the listeners and start/stop, [`route`] the routes, [`admin`] the ops surface.
 
 pub mod admin;
@@ -196,14 +197,11 @@ impl Gateway {
             shutdown.child_token(),
         );
         let fleet = match &config.fleet {
-            Some(fleet) => Some(Arc::new(
-                owner::Fleet::new(fleet, config.server.sse_keep_alive, metrics.clone()).map_err(
-                    |source| StartError::Backend {
-                        name: "fleet".into(),
-                        source: source.into(),
-                    },
-                )?,
-            )),
+            Some(fleet) => Some(Arc::new(owner::Fleet::new(
+                fleet,
+                config.server.sse_keep_alive,
+                metrics.clone(),
+            )?)),
             None => None,
         };
         let drain = shutdown.child_token();

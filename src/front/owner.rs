@@ -10,10 +10,16 @@
 //! - An owner that refuses, resets or sends no response head within `fleet.peer_timeout` gives
 //!   the client `owner_unavailable` at once. So that a slow answer is not taken for a dead owner,
 //!   the owner starts an SSE response with keep-alive comments when a forwarded retry's answer
-//!   takes longer than half of that ([`answer_early`]).
+//!   takes longer than half of that ([`answer_early`]). An owner that then goes silent for
+//!   longer than `sse_keep_alive + peer_timeout`, or breaks off, ends an SSE answer with
+//!   `owner_unavailable` as its last event.
 //! - Dropping the client's response drops the forwarded one, which closes its connection.
+//! - The marker only changes how the request that carries it is served (never forwarded, its
+//!   answer started early, its trace taken from the headers), so a client that sets it itself
+//!   harms only its own request.
 //!
-//! Forwards in flight are counted ([`Fleet::forwarding`]): a draining gateway waits for them.
+//! Forwards are counted from the start until their answer is relayed ([`Fleet::forwarding`]): a
+//! draining gateway waits for them.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -25,22 +31,28 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::future::{BoxFuture, Either};
 use futures_util::{stream, StreamExt};
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, HOST};
+use http::header::HOST;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use tower::{Layer, Service};
 
-use super::reply::{error_response, labeled, Body};
+use super::authn::Principal;
+use super::reply::{error_response, labeled, sse_event, sse_frame, sse_response, Body, KEEP_ALIVE};
 use super::request::{Field, McpRequest};
 use crate::config::FleetConfig;
 use crate::error::{GatewayError, StateRejection};
-use crate::http_client::{new_client, HttpClient, TlsSetupError};
+use crate::http_client::{is_event_stream, new_client, HttpClient, TlsSetupError};
+use crate::jsonrpc;
 use crate::metrics::Metrics;
 use crate::mrtr::{Bridge, Location};
 
 /// Marks a request one replica forwarded to another; its value is the forwarder's address.
 pub const FORWARDED_BY: HeaderName = HeaderName::from_static("mrtr-forwarded-by");
+
+/// Set by an owner that answers a forwarded retry with `owner_unavailable` (it was restarted,
+/// or the state names yet another replica), so the forwarder counts the result as such.
+const OWNER_UNAVAILABLE: HeaderName = HeaderName::from_static("mrtr-owner-unavailable");
 
 /// Headers of one connection only (RFC 9110 §7.6.1), never forwarded.
 const HOP_BY_HOP: [&str; 9] = [
@@ -132,22 +144,20 @@ impl Fleet {
         owner: String,
         request: Request<McpRequest>,
     ) -> Response<Body> {
+        let relaying = Relaying::start(&self);
         let started = Instant::now();
         let (parts, call) = request.into_parts();
         let id = call.id;
         let method = call.method;
         let relayed = tokio::time::timeout(self.peer_timeout, async {
             let peer = self.peer(&owner).await?;
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            let uri = format!("http://{peer}{path}").parse().map_err(|_| {
+                GatewayError::OwnerUnavailable(format!("has an unusable address ({owner})"))
+            })?;
             let mut forwarded = Request::new(Full::new(call.body));
             *forwarded.method_mut() = parts.method;
-            *forwarded.uri_mut() = format!("http://{peer}{path}")
-                .parse()
-                .map_err(|_| GatewayError::Internal("unusable owner address".into()))?;
+            *forwarded.uri_mut() = uri;
             let headers = forwarded.headers_mut();
             *headers = parts.headers;
             strip_hop_by_hop(headers);
@@ -171,9 +181,15 @@ impl Fleet {
                 self.peer_timeout
             )))
         });
+        self.metrics
+            .forward_duration
+            .observe(started.elapsed().as_secs_f64());
         let result = match &relayed {
+            Ok(response) if response.headers().contains_key(OWNER_UNAVAILABLE) => {
+                "owner_unavailable"
+            }
             Ok(_) => "ok",
-            Err(GatewayError::BadState { .. }) => "not_allowed",
+            Err(GatewayError::BadState { .. }) => "owner_not_allowed",
             Err(_) => "owner_unavailable",
         };
         self.metrics
@@ -187,26 +203,55 @@ impl Fleet {
                 return error_response(Some(id), &error);
             }
         };
-        self.metrics
-            .forward_duration
-            .observe(started.elapsed().as_secs_f64());
         tracing::debug!(%owner, status = %response.status(), "retry forwarded");
         let (mut head, incoming) = response.into_parts();
         strip_hop_by_hop(&mut head.headers);
-        let relaying = Relaying::start(&self);
-        // The count ends when the client's response is done or dropped.
-        let body = incoming
-            .map_frame(move |frame| {
-                let _counted = &relaying;
-                frame
-            })
-            .map_err(tower::BoxError::from)
-            .boxed_unsync();
+        head.headers.remove(OWNER_UNAVAILABLE);
+        let event_stream = is_event_stream(&head.headers);
+        let body = self.relay(incoming, event_stream, id, relaying);
         labeled(Response::from_parts(head, body), method, "forwarded")
+    }
+
+    /// The owner's body, frame by frame as it comes. An owner silent for longer than its
+    /// keep-alive interval plus `peer_timeout`, or one that breaks off, ends an SSE answer with
+    /// `owner_unavailable` (a JSON answer can only be cut short).
+    fn relay<B>(
+        &self,
+        incoming: B,
+        event_stream: bool,
+        id: serde_json::Value,
+        relaying: Relaying,
+    ) -> Body
+    where
+        B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<tower::BoxError>,
+    {
+        let silence = self.keep_alive + self.peer_timeout;
+        let frames = stream::unfold(Some((incoming, relaying)), move |state| {
+            let id = id.clone();
+            async move {
+                let (mut body, relaying) = state?;
+                let why = match tokio::time::timeout(silence, body.frame()).await {
+                    Ok(Some(Ok(frame))) => return Some((Ok(frame), Some((body, relaying)))),
+                    Ok(None) => return None,
+                    Ok(Some(Err(error))) => format!("broke off its answer ({})", error.into()),
+                    Err(_) => format!("stopped answering for {silence:?}"),
+                };
+                tracing::warn!(reason = %why, "forwarded answer ended early");
+                if !event_stream {
+                    return Some((Err(why.into()), None));
+                }
+                let error = GatewayError::OwnerUnavailable(why);
+                let message = jsonrpc::error_response(Some(id), &error.to_jsonrpc());
+                Some((Ok(Frame::data(sse_frame(&message))), None))
+            }
+        });
+        StreamBody::new(frames).boxed_unsync()
     }
 }
 
-/// One forward being relayed, counted in [`Fleet::forwarding`] until dropped.
+/// One forward, counted in [`Fleet::forwarding`] from its start until its answer is relayed or
+/// dropped.
 struct Relaying(Arc<Fleet>);
 
 impl Relaying {
@@ -256,40 +301,29 @@ async fn answer_early(
         Waiting(BoxFuture<'static, Response<Body>>, tokio::time::Interval),
         Streaming(Body),
     }
+    let keep_alive_frame = || Ok(Frame::data(Bytes::from_static(KEEP_ALIVE)));
     let mut keep_alive = tokio::time::interval(fleet.keep_alive);
     keep_alive.reset();
-    let first = stream::once(async { Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n"))) });
+    let first = stream::once(async move { keep_alive_frame() });
     let rest = stream::unfold(
         Some(Relay::Waiting(answer, keep_alive)),
-        |relay| async move {
+        move |relay| async move {
             match relay? {
                 Relay::Waiting(mut answer, mut keep_alive) => tokio::select! {
                     response = &mut answer => {
-                        let is_stream = response
-                            .headers()
-                            .get(CONTENT_TYPE)
-                            .and_then(|v| v.to_str().ok())
-                            .is_some_and(|v| v.starts_with("text/event-stream"));
+                        let event_stream = is_event_stream(response.headers());
                         let mut body = response.into_body();
-                        if is_stream {
+                        if event_stream {
                             // Its own events follow.
                             let frame = body.frame().await?;
                             return Some((frame, Some(Relay::Streaming(body))));
                         }
-                        let message = match body.collect().await {
-                            Ok(collected) => collected.to_bytes(),
-                            Err(error) => return Some((Err(error), None)),
-                        };
-                        let mut event = Vec::with_capacity(message.len() + 24);
-                        event.extend_from_slice(b"event: message\ndata: ");
-                        event.extend_from_slice(&message);
-                        event.extend_from_slice(b"\n\n");
-                        Some((Ok(Frame::data(Bytes::from(event))), None))
+                        match body.collect().await {
+                            Ok(message) => Some((Ok(Frame::data(sse_event(&message.to_bytes()))), None)),
+                            Err(error) => Some((Err(error), None)),
+                        }
                     }
-                    _ = keep_alive.tick() => Some((
-                        Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n"))),
-                        Some(Relay::Waiting(answer, keep_alive)),
-                    )),
+                    _ = keep_alive.tick() => Some((keep_alive_frame(), Some(Relay::Waiting(answer, keep_alive)))),
                 },
                 Relay::Streaming(mut body) => {
                     let frame = body.frame().await?;
@@ -298,12 +332,11 @@ async fn answer_early(
             }
         },
     );
-    let mut response = Response::new(StreamBody::new(first.chain(rest)).boxed_unsync());
-    let headers = response.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    labeled(response, method, "stream")
+    sse_response(
+        StreamBody::new(first.chain(rest)).boxed_unsync(),
+        method,
+        "stream",
+    )
 }
 
 /// Puts the owner check in front of dispatch; without `[fleet]` every request passes.
@@ -352,26 +385,23 @@ where
         else {
             return Either::Left(self.inner.call(request));
         };
-        if !request.body().method.is_interruptible() {
-            return Either::Left(self.inner.call(request));
-        }
+        let method = request.body().method;
+        // Set by the authentication layer above; without it the call below refuses the request.
+        let principal = request
+            .extensions()
+            .get::<Principal>()
+            .map(|p| p.0.as_str());
+        let location = match principal {
+            Some(principal) if method.is_interruptible() => {
+                self.bridge
+                    .locate(token, principal, request.uri().path(), method.as_str())
+            }
+            _ => Location::Here,
+        };
         let fleet = fleet.clone();
         let forwarded = forwarded_by(request.headers()).is_some();
-        let metrics = fleet.metrics.clone();
-        let unavailable = |request: &Request<McpRequest>, why: &str| -> Answer {
-            metrics
-                .forwarded_retries
-                .with_label_values(&["owner_unavailable"])
-                .inc();
-            let response = error_response(
-                Some(request.body().id.clone()),
-                &GatewayError::OwnerUnavailable(why.into()),
-            );
-            Box::pin(futures_util::future::ready(Ok(response)))
-        };
-        match self.bridge.locate(token) {
+        match location {
             Location::Here if forwarded => {
-                let method = request.body().method;
                 let answer = self.inner.call(request);
                 Either::Right(Box::pin(async move {
                     let answer = async move {
@@ -382,11 +412,17 @@ where
                 }))
             }
             Location::Here => Either::Left(self.inner.call(request)),
-            Location::Gone => Either::Right(unavailable(&request, "was restarted")),
+            // The forwarder counts what the owner answers.
+            Location::Gone if forwarded => Either::Right(refuse(&request, "was restarted", true)),
+            Location::Gone => {
+                count_unavailable(&fleet);
+                Either::Right(refuse(&request, "was restarted", false))
+            }
             // One hop at most: a replica that forwarded here knew no better owner.
-            Location::Replica(_) if forwarded => Either::Right(unavailable(
+            Location::Replica(_) if forwarded => Either::Right(refuse(
                 &request,
                 "is not the replica this retry was forwarded to",
+                true,
             )),
             Location::Replica(owner) => {
                 Either::Right(Box::pin(
@@ -397,10 +433,34 @@ where
     }
 }
 
+fn count_unavailable(fleet: &Fleet) {
+    fleet
+        .metrics
+        .forwarded_retries
+        .with_label_values(&["owner_unavailable"])
+        .inc();
+}
+
+/// `owner_unavailable` for a retry whose call no replica can finish; marked for the forwarder
+/// when it forwarded the retry here.
+fn refuse(request: &Request<McpRequest>, why: &str, to_forwarder: bool) -> Answer {
+    let mut response = error_response(
+        Some(request.body().id.clone()),
+        &GatewayError::OwnerUnavailable(why.into()),
+    );
+    if to_forwarder {
+        response
+            .headers_mut()
+            .insert(OWNER_UNAVAILABLE, HeaderValue::from_static("1"));
+    }
+    Box::pin(futures_util::future::ready(Ok(response)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::front::reply::{full, json_response};
+    use http::header::CONTENT_TYPE;
     use http::StatusCode;
     use serde_json::json;
 
@@ -467,6 +527,45 @@ mod tests {
             body_text(response).await,
             ": keep-alive\n\nevent: message\ndata: {\"a\":1}\n\n"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_owner_gone_silent_ends_the_stream_with_owner_unavailable() {
+        let fleet = fleet(&[]);
+        // One keep-alive, then nothing ever again.
+        let frames = stream::iter([Ok::<_, std::convert::Infallible>(Frame::data(
+            Bytes::from_static(KEEP_ALIVE),
+        ))])
+        .chain(stream::pending());
+        let relayed = fleet.relay(
+            StreamBody::new(frames),
+            true,
+            json!(7),
+            Relaying::start(&fleet),
+        );
+        assert_eq!(fleet.forwarding(), 1);
+        // Keep-alive (400 ms) + peer timeout (2 s) of silence: the owner is taken for gone.
+        let text = String::from_utf8(relayed.collect().await.unwrap().to_bytes().to_vec()).unwrap();
+        let (first, last) = text.split_once("\n\n").unwrap();
+        assert_eq!(format!("{first}\n\n").as_bytes(), KEEP_ALIVE);
+        let message: serde_json::Value =
+            serde_json::from_str(last.trim().trim_start_matches("event: message\ndata: ")).unwrap();
+        assert_eq!(message["id"], 7);
+        assert_eq!(message["error"]["data"]["reason"], "owner_unavailable");
+        assert!(message["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("stopped answering"));
+        assert_eq!(fleet.forwarding(), 0, "the count ends with the relay");
+    }
+
+    #[tokio::test]
+    async fn a_relay_dropped_by_its_client_is_no_longer_counted() {
+        let fleet = fleet(&[]);
+        let relayed = fleet.relay(full("{}"), false, json!(1), Relaying::start(&fleet));
+        assert_eq!(fleet.forwarding(), 1);
+        drop(relayed);
+        assert_eq!(fleet.forwarding(), 0);
     }
 
     #[test]

@@ -114,8 +114,32 @@ pub fn error_response(id: Option<Value>, error: &GatewayError) -> Response<Body>
     response
 }
 
-fn sse_frame(message: &Value) -> Bytes {
-    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+/// The SSE comment that keeps an idle stream's connection open.
+pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+
+/// One JSON-RPC message as an SSE event.
+pub fn sse_frame(message: &Value) -> Bytes {
+    sse_event(&serde_json::to_vec(message).unwrap_or_default())
+}
+
+/// One SSE event whose data is this (single-line JSON) message.
+pub fn sse_event(data: &[u8]) -> Bytes {
+    let mut event = Vec::with_capacity(data.len() + 23);
+    event.extend_from_slice(b"event: message\ndata: ");
+    event.extend_from_slice(data);
+    event.extend_from_slice(b"\n\n");
+    Bytes::from(event)
+}
+
+/// An SSE response with this body, labelled for the metrics.
+pub fn sse_response(body: Body, method: Method, outcome: &'static str) -> Response<Body> {
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // nginx and similar proxies would otherwise hold events back.
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    labeled(response, method, outcome)
 }
 
 /// What a response was, for metrics: set by whoever builds it.
@@ -235,7 +259,7 @@ impl Reply {
                     None => None,
                 },
                 _ = keep_alive.tick() => {
-                    Some((Bytes::from_static(b": keep-alive\n\n"), Some((events, keep_alive, reply))))
+                    Some((Bytes::from_static(KEEP_ALIVE), Some((events, keep_alive, reply))))
                 }
             }
         });
@@ -243,12 +267,7 @@ impl Reply {
             metrics.response_bytes.inc_by(bytes.len() as u64);
             Ok::<_, tower::BoxError>(Frame::data(bytes))
         });
-        let mut response = Response::new(StreamBody::new(frames).boxed_unsync());
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        labeled(response, method, "stream")
+        sse_response(StreamBody::new(frames).boxed_unsync(), method, "stream")
     }
 }
 

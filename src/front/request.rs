@@ -371,9 +371,11 @@ where
         let answer = |response| Either::Left(futures_util::future::ready(Ok(response)));
         match parse(&parts.headers, &body) {
             Ok(Inbound::Request(mut request)) => {
-                // The request span (opened by the outer layer) joins the caller's trace: a
-                // forwarding replica's, for a retry it forwarded here.
-                if owner::forwarded_by(&parts.headers).is_some() {
+                // The request span (opened by the outer layer) joins the caller's trace: for a
+                // retry another replica forwarded here, the forwarder's span it names in the
+                // headers, when it does.
+                let forwarded = owner::forwarded_by(&parts.headers).is_some();
+                if forwarded && parts.headers.contains_key("traceparent") {
                     crate::telemetry::join_caller_trace(
                         &Map::new(),
                         &trace_context(&parts.headers),

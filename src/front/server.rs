@@ -44,6 +44,8 @@ pub enum StartError {
     Keys(#[from] KeyError),
     #[error("route {path}: {source}")]
     Auth { path: String, source: AuthError },
+    #[error("fleet client: {0}")]
+    Fleet(#[from] crate::http_client::TlsSetupError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,

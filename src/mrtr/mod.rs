@@ -484,13 +484,20 @@ impl Bridge {
     }
 
     /// Where the call a retry's `requestState` names is held, as far as the sealed state says.
-    /// Only a state that opens and has not expired can name another replica; anything else is
-    /// for the local redemption to refuse.
-    pub fn locate(&self, token: &str) -> Location {
+    /// Only a state that opens, has not expired, and is bound to this principal, route and
+    /// method within `max_rounds` can name another replica: anything else is refused here, by
+    /// the local redemption, without a hop.
+    pub fn locate(&self, token: &str, principal: &str, route: &str, method: &str) -> Location {
         let Ok(payload) = self.key_ring().open(token) else {
             return Location::Here;
         };
-        if payload.owner == self.instance || payload.expires_ms < now_ms() {
+        let elsewhere = payload.owner != self.instance
+            && payload.expires_ms >= now_ms()
+            && payload.route == route
+            && payload.method == method
+            && payload.round <= self.config.max_rounds
+            && payload.principal == principal_digest(principal);
+        if !elsewhere {
             return Location::Here;
         }
         match payload.owner_address {

@@ -452,8 +452,8 @@ async fn a_draining_owner_still_finishes_forwarded_retries(kind: Backend) {
 }
 
 /// Forwarding only ever goes to a replica of the fleet, once: a state that does not open with
-/// the fleet's key, one naming an owner outside `allowed_peers`, and one on a request that was
-/// already forwarded are refused where they arrive, and the owner they name (a listener of the
+/// the fleet's key, one naming an owner outside `allowed_peers`, ones bound to another principal
+/// or method, and one on a request that was already forwarded are refused where they arrive, and the owner they name (a listener of the
 /// test's own) sees no connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_disallowed_and_already_forwarded_states_are_never_forwarded() {
@@ -510,10 +510,32 @@ async fn forged_disallowed_and_already_forwarded_states_are_never_forwarded() {
     assert_no_connection(&trap, "a state naming an owner outside allowed_peers").await;
     assert_eq!(
         fleet
-            .metric(1, FORWARDED, &[("result", "not_allowed")])
+            .metric(1, FORWARDED, &[("result", "owner_not_allowed")])
             .await,
         1.0
     );
+
+    // Sealed with the fleet's key and naming the listener, but bound to another principal, or
+    // to another method: refused where it lands, as the owner would refuse it.
+    let mut others = genuine.clone();
+    others.principal = mrtr_gateway::state::principal_digest("someone-else");
+    let mut other_method = genuine.clone();
+    other_method.method = "prompts/get".into();
+    for (n, mismatched) in [others, other_method].iter().enumerate() {
+        let state = seal_naming(mismatched, "elsewhere", &trap_addr, TEST_STATE_KEY);
+        let exchange = post(
+            fleet.url(2),
+            &retry_of(&first, json!(10 + n), eve.clone(), &state),
+        )
+        .await;
+        assert_eq!(
+            assert_rpc_error(&exchange, 400, -32602)["data"]["reason"],
+            "consumed_or_unknown",
+            "{}",
+            exchange.body
+        );
+        assert_no_connection(&trap, "a state bound to another principal or method").await;
+    }
 
     // The same state on a request another replica already forwarded: one hop at most.
     let body = retry_of(&first, json!(4), eve.clone(), &outside);

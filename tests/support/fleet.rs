@@ -464,10 +464,10 @@ impl Fleet {
     #[track_caller]
     pub fn owner_of(&self, state: &str) -> usize {
         let payload = open_state(state);
-        let fields = serde_json::to_value(&payload).expect("state payload as JSON");
-        let address = fields.get("a").and_then(Value::as_str).unwrap_or_else(|| {
-            panic!("the state names no owner address (owner_address, \"a\"): {fields}")
-        });
+        let address = payload
+            .owner_address
+            .as_deref()
+            .unwrap_or_else(|| panic!("the state names no owner address: {payload:?}"));
         let index = self
             .replicas
             .iter()
@@ -654,10 +654,11 @@ pub fn open_state(state: &str) -> StatePayload {
 
 /// `template` naming another owner, instance `owner` at `owner_address`, sealed with `key`.
 pub fn seal_naming(template: &StatePayload, owner: &str, owner_address: &str, key: &str) -> String {
-    let mut fields = serde_json::to_value(template).expect("state payload as JSON");
-    fields["o"] = Value::from(owner);
-    fields["a"] = Value::from(owner_address);
-    let payload: StatePayload = serde_json::from_value(fields).expect("state payload");
+    let payload = StatePayload {
+        owner: owner.into(),
+        owner_address: Some(owner_address.into()),
+        ..template.clone()
+    };
     KeyRing::from_base64(&[key])
         .expect("sealing key")
         .seal(&payload)

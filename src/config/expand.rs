@@ -126,7 +126,9 @@ mod tests {
             env = { Y = "e-${PATH}" }
             [mrtr]
             keys = ["k-${PATH}"]
-            instance_id = "${PATH}"
+            instance_id = "i-${PATH}"
+            [fleet]
+            advertise = "${PATH}:8080"
             "#,
         );
         c.expand_env_vars().unwrap();
@@ -142,9 +144,13 @@ mod tests {
         assert_eq!(b.headers["X"], format!("h-{path}"));
         assert_eq!(b.env["Y"], format!("e-{path}"));
         assert_eq!(c.mrtr.keys[0], format!("k-{path}"));
+        assert_eq!(c.mrtr.instance_id, Some(format!("i-{path}")));
+        assert_eq!(
+            c.fleet.as_ref().map(|f| f.advertise.as_str()),
+            Some(format!("{path}:8080").as_str())
+        );
         // Keys outside the list are left as written.
         assert_eq!(b.url.as_deref(), Some("http://127.0.0.1:9/${PATH}"));
-        assert_eq!(c.mrtr.instance_id.as_deref(), Some("${PATH}"));
     }
 
     #[test]

@@ -374,7 +374,9 @@ where
                 // The request span (opened by the outer layer) joins the caller's trace: for a
                 // retry another replica forwarded here, the forwarder's span it names in the
                 // headers, when it does.
-                let forwarded = owner::forwarded_by(&parts.headers).is_some();
+                // Only retries are forwarded: no header lookup for a first call.
+                let forwarded = request.request_state != Field::Absent
+                    && owner::forwarded_by(&parts.headers).is_some();
                 if forwarded && parts.headers.contains_key("traceparent") {
                     crate::telemetry::join_caller_trace(
                         &Map::new(),

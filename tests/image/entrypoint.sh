@@ -6,7 +6,8 @@
 # ring laid out as the kubelet lays out a Secret volume, and a writable tmp that is HOME and TMPDIR.
 # Everything else is read-only to the process, which runs as uid/gid 10001 when this script runs
 # as root. The argv is the image's: --config <file>. Addresses move to free loopback ports and the
-# drain timeout to 3 s; nothing else in the configuration changes.
+# drain timeout to 3 s, POD_IP is 127.0.0.1 as the downward API would set it; nothing else in
+# the configuration changes.
 #
 # Usage: tests/image/entrypoint.sh   (builds with cargo build --release --locked unless
 #                                     MRTR_GATEWAY_BIN names a binary)
@@ -80,6 +81,7 @@ sub(r'^admin_listen = "0\.0\.0\.0:9090"$', f'admin_listen = "127.0.0.1:{admin}"'
 sub(r'^drain_timeout = "[0-9]+s"$', 'drain_timeout = "3s"')
 sub(r'^command = "/usr/local/bin/mrtr-gateway"$', f'command = "{binary}"')
 sub(r'^keys_file = "/var/run/secrets/mrtr-gateway/keys"$', f'keys_file = "{keys}"')
+sub(r'^advertise = "\$\{POD_IP\}:8080"$', f'advertise = "${{POD_IP}}:{port}"')
 print(text)
 PY
 
@@ -94,6 +96,9 @@ secret_version() { # NAME CONTENT: a new timestamped directory, swapped in atomi
 }
 secret_version ..2026_01_01_00_00_00.1 "$key1"
 ln -s ..data/keys "$keys_dir/keys"
+
+# The pod's address, as the chart's Deployment sets it from the downward API.
+export POD_IP=127.0.0.1
 
 # Without an admin listener in the binary, leave admin_listen out.
 admin=1
@@ -136,7 +141,7 @@ log="$(mktemp)"
 (
   cd "$root"
   exec "${run_as[@]}" env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$root/tmp" TMPDIR="$root/tmp" \
-    MRTR_GATEWAY_LOG_FORMAT=json RUST_LOG=info \
+    MRTR_GATEWAY_LOG_FORMAT=json RUST_LOG=info POD_IP="$POD_IP" \
     "$bin" --config "$root/etc/mrtr-gateway/config.toml"
 ) 2>"$log" &
 pid=$!

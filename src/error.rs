@@ -131,6 +131,9 @@ pub enum GatewayError {
     Busy(String),
     #[error("Backend timed out: {0}")]
     BackendTimeout(String),
+    /// No place for one more `subscriptions/listen` stream.
+    #[error("Too many listens: {0}")]
+    ListenLimit(String),
     /// The replica holding a retry's call cannot be reached, or was restarted: the call is lost.
     #[error("Owner unavailable: {0}")]
     OwnerUnavailable(String),
@@ -258,7 +261,7 @@ impl GatewayError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::Pool(_) | Self::Upstream(_) => StatusCode::BAD_GATEWAY,
-            Self::Held(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Held(_) | Self::ListenLimit(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Backend(e) if e.code == codes::MISSING_CLIENT_CAPABILITY => {
                 StatusCode::BAD_REQUEST
             }
@@ -334,7 +337,9 @@ impl GatewayError {
                 };
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("{kind}: {self}"))
             }
-            Self::Held(_) => JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string()),
+            Self::Held(_) | Self::ListenLimit(_) => {
+                JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string())
+            }
             Self::OwnerUnavailable(m) => JsonRpcError::new(
                 codes::INTERNAL_ERROR,
                 format!(

@@ -21,6 +21,8 @@ pub struct Metrics {
     pub pool_wait: HistogramVec,
     pub request_bytes: IntCounter,
     pub response_bytes: IntCounter,
+    /// Open `subscriptions/listen` streams.
+    pub listens: IntGauge,
     /// Retries forwarded to the replica holding their call, by result.
     pub forwarded_retries: IntCounterVec,
     /// From forwarding a retry to the owner's response head.
@@ -118,6 +120,10 @@ impl Metrics {
             "mrtr_http_response_bytes_total",
             "Bytes of front response bodies.",
         ));
+        let listens = must(IntGauge::new(
+            "mrtr_listens",
+            "Open subscriptions/listen streams.",
+        ));
         let forwarded_retries = must(IntCounterVec::new(
             Opts::new(
                 "mrtr_forwarded_retries_total",
@@ -151,6 +157,7 @@ impl Metrics {
             Box::new(response_bytes.clone()),
             Box::new(forwarded_retries.clone()),
             Box::new(forward_duration.clone()),
+            Box::new(listens.clone()),
         ] {
             must(registry.register(collector));
         }
@@ -170,6 +177,7 @@ impl Metrics {
             response_bytes,
             forwarded_retries,
             forward_duration,
+            listens,
         }
     }
 

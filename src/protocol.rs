@@ -51,13 +51,15 @@ pub enum Method {
     ResourcesRead,
     ResourcesTemplatesList,
     CompletionComplete,
+    /// A long-lived SSE stream of list changes and resource updates.
+    SubscriptionsListen,
     /// Anything else: answered "method not found".
     Other,
 }
 
 impl Method {
     /// Every method with a name of its own, for lookups and metric labels.
-    const NAMED: [Method; 10] = [
+    const NAMED: [Method; 11] = [
         Method::Discover,
         Method::Initialize,
         Method::ToolsList,
@@ -68,6 +70,7 @@ impl Method {
         Method::ResourcesRead,
         Method::ResourcesTemplatesList,
         Method::CompletionComplete,
+        Method::SubscriptionsListen,
     ];
 
     pub fn parse(name: &str) -> Self {
@@ -90,6 +93,7 @@ impl Method {
             Method::ResourcesRead => "resources/read",
             Method::ResourcesTemplatesList => "resources/templates/list",
             Method::CompletionComplete => "completion/complete",
+            Method::SubscriptionsListen => "subscriptions/listen",
             Method::Other => "other",
         }
     }
@@ -104,7 +108,10 @@ impl Method {
 
     /// Methods the gateway forwards to the backend.
     pub fn is_forwarded(self) -> bool {
-        !matches!(self, Method::Discover | Method::Initialize | Method::Other)
+        !matches!(
+            self,
+            Method::Discover | Method::Initialize | Method::SubscriptionsListen | Method::Other
+        )
     }
 
     /// Methods that may answer `input_required` (and so be held and retried).

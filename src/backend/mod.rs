@@ -3,11 +3,15 @@
 //! - [`stdio`] and [`http`] move JSON-RPC messages to and from one server process or HTTP session;
 //! - [`session`] owns one initialized MCP session: request ids, routing of responses, server
 //!   requests and notifications to the call that is active on it;
-//! - [`pool`] hands out sessions exclusively, keyed by principal and capability profile.
+//! - [`pool`] hands out sessions exclusively, keyed by principal and capability profile;
+//! - [`changes`] gathers what backends announce outside calls (list changes, resource
+//!   updates), per principal; [`listen`] keeps a session open per listening principal.
 //!
 //! Nothing here knows about 2026-07-28; the front decides what reaches a client.
 
+pub mod changes;
 pub mod http;
+pub mod listen;
 pub mod pool;
 pub mod session;
 pub mod stdio;

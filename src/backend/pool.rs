@@ -21,6 +21,8 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::changes::{Change, Feeds};
+use super::listen::{ListenContext, ListenGuard, Listening};
 use super::session::{InitRoots, Session};
 use super::{BackendError, BackendSpec};
 use crate::config::UnsolicitedPolicy;
@@ -133,6 +135,10 @@ struct PoolInner {
     background: TaskTracker,
     /// Whether this backend asks for roots right after `initialized`.
     init_roots: Arc<InitRoots>,
+    /// What the sessions hear outside calls, per principal.
+    feeds: Feeds,
+    /// One session per listening principal, outside the call pool's slots.
+    listening: Listening,
     stop: CancellationToken,
 }
 
@@ -187,10 +193,44 @@ impl Pool {
             }),
             background: TaskTracker::new(),
             init_roots: Arc::default(),
+            feeds: Feeds::default(),
+            listening: Listening::default(),
             stop,
         });
         inner.background.spawn(maintain(inner.clone()));
         Self { inner }
+    }
+
+    /// The list changes and resource updates this principal's sessions hear from now on.
+    pub fn changes(&self, principal: &str) -> tokio::sync::broadcast::Receiver<Change> {
+        self.inner.feeds.of(principal).subscribe()
+    }
+
+    /// Keeps `principal`'s listening session open, subscribed to `uris`, while the guard lives.
+    pub fn listen(&self, principal: &str, uris: &[String]) -> ListenGuard {
+        let inner = &self.inner;
+        inner.listening.listen(principal, uris, || ListenContext {
+            spec: inner.spec.clone(),
+            init_roots: inner.init_roots.clone(),
+            feed: inner.feeds.of(principal),
+            stop: inner.stop.clone(),
+            tasks: inner.background.clone(),
+        })
+    }
+
+    /// Tool list changes the backend announced so far, on any session.
+    pub fn tools_generation(&self) -> u64 {
+        self.inner.feeds.tools_generation()
+    }
+
+    /// Principals with a listening session.
+    pub fn listening(&self) -> usize {
+        self.inner.listening.count()
+    }
+
+    /// How long a session of this backend may take to initialize.
+    pub fn init_timeout(&self) -> Duration {
+        self.inner.spec.config.init_timeout
     }
 
     /// How long a call of this backend may take to answer.
@@ -304,7 +344,7 @@ impl Pool {
                     }
                 }
             };
-            let session = inner.start_session(profile, permit, deadline).await?;
+            let session = inner.start_session(key, profile, permit, deadline).await?;
             return Ok(self.lease(key, session));
         }
     }
@@ -400,6 +440,7 @@ impl PoolInner {
 
     async fn start_session(
         &self,
+        key: &PoolKey,
         profile: &Value,
         permit: OwnedSemaphorePermit,
         deadline: Instant,
@@ -411,7 +452,16 @@ impl PoolInner {
             }
             tokio::time::sleep_until(until.into()).await;
         }
-        match Session::connect(&self.spec, profile.clone(), Some(permit), &self.init_roots).await {
+        let feed = Some(self.feeds.of(&key.principal));
+        match Session::connect(
+            &self.spec,
+            profile.clone(),
+            Some(permit),
+            &self.init_roots,
+            feed,
+        )
+        .await
+        {
             Ok(session) => {
                 self.started(&session);
                 Ok(session)
@@ -580,6 +630,7 @@ async fn maintain(inner: Arc<PoolInner>) {
         for session in to_close {
             inner.close(session);
         }
+        inner.feeds.prune();
         let backing_off = inner
             .backoff
             .lock_recovered()
@@ -595,7 +646,13 @@ async fn maintain(inner: Arc<PoolInner>) {
             };
             let started = tokio::select! {
                 _ = inner.stop.cancelled() => return,
-                s = Session::connect(&inner.spec, profile, Some(permit), &inner.init_roots) => s,
+                s = Session::connect(
+                    &inner.spec,
+                    profile,
+                    Some(permit),
+                    &inner.init_roots,
+                    Some(inner.feeds.of(&key.principal)),
+                ) => s,
             };
             match started {
                 Ok(session) => {

@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
+use super::changes::{Change, Feed};
 use super::{BackendError, BackendSpec, Transport, TransportEvent};
 use crate::config::UnsolicitedPolicy;
 use crate::jsonrpc::{self, codes, JsonRpcError, Message};
@@ -197,6 +198,8 @@ pub struct SessionCore {
     /// Woken when the backend asks something outside a call (deferred) or asks for roots, and
     /// when the session ends or is tainted.
     asked: Notify,
+    /// Where the list changes and resource updates this session hears go: its principal's feed.
+    changes: Option<Arc<Feed>>,
 }
 
 impl SessionCore {
@@ -373,6 +376,13 @@ impl SessionCore {
                     },
                     "notifications/elicitation/complete" => CallEvent::ElicitationComplete(params),
                     other => {
+                        // Not a call's: the principal's listeners hear it.
+                        if let (Some(change), Some(feed)) =
+                            (Change::from_notification(other, &params), &self.changes)
+                        {
+                            feed.publish(change);
+                            return;
+                        }
                         tracing::debug!(backend = %self.backend, method = other, "backend notification not relayed");
                         return;
                     }
@@ -500,12 +510,21 @@ impl Session {
         capabilities: Value,
         slot: Option<OwnedSemaphorePermit>,
         init_roots: &Arc<InitRoots>,
+        changes: Option<Arc<Feed>>,
     ) -> Result<Self, BackendError> {
         let number = SESSION_NUMBERS.fetch_add(1, Ordering::Relaxed);
         // A session outlives the request that started it: its span has no parent.
         let span = tracing::info_span!(parent: None, "backend_session", backend = %spec.name, session = number);
         tracing::Instrument::instrument(
-            Self::start(spec, capabilities, slot, init_roots, number, span.clone()),
+            Self::start(
+                spec,
+                capabilities,
+                slot,
+                init_roots,
+                changes,
+                number,
+                span.clone(),
+            ),
             span,
         )
         .await
@@ -516,6 +535,7 @@ impl Session {
         capabilities: Value,
         slot: Option<OwnedSemaphorePermit>,
         init_roots: &Arc<InitRoots>,
+        changes: Option<Arc<Feed>>,
         number: u64,
         span: tracing::Span,
     ) -> Result<Self, BackendError> {
@@ -536,6 +556,7 @@ impl Session {
                 && spec.config.unsolicited == UnsolicitedPolicy::Defer,
             init_roots: init_roots.clone(),
             asked: Notify::new(),
+            changes,
         });
         let reader = tokio::spawn(tracing::Instrument::instrument(
             read_loop(core.clone(), rx),

@@ -29,6 +29,15 @@ pub(super) fn check_server(server: &ServerConfig) -> Result<(), ConfigError> {
     if server.sse_keep_alive.is_zero() {
         return Err(invalid("server.sse_keep_alive", "must be greater than 0"));
     }
+    if server.max_listens == 0 {
+        return Err(invalid("server.max_listens", "must be at least 1"));
+    }
+    if server.max_listens_per_principal == 0 {
+        return Err(invalid(
+            "server.max_listens_per_principal",
+            "must be at least 1",
+        ));
+    }
     Ok(())
 }
 

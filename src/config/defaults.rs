@@ -20,6 +20,12 @@ pub(super) fn max_body_bytes() -> usize {
 pub(super) fn sse_keep_alive() -> Duration {
     Duration::from_secs(15)
 }
+pub(super) fn max_listens() -> usize {
+    1000
+}
+pub(super) fn max_listens_per_principal() -> usize {
+    16
+}
 pub(super) fn body_read_timeout() -> Duration {
     Duration::from_secs(30)
 }
@@ -112,6 +118,8 @@ impl Default for ServerConfig {
             sse_keep_alive: sse_keep_alive(),
             allow_unauthenticated: false,
             body_read_timeout: body_read_timeout(),
+            max_listens: max_listens(),
+            max_listens_per_principal: max_listens_per_principal(),
             max_connections: max_connections(),
             drain_timeout: drain_timeout(),
         }

@@ -193,6 +193,12 @@ pub struct ServerConfig {
     /// Grace period for in-flight calls at shutdown.
     #[serde(default = "defaults::drain_timeout", with = "humantime_serde")]
     pub drain_timeout: Duration,
+    /// `subscriptions/listen` streams open at once, gateway-wide; past it a listen gets 429.
+    #[serde(default = "defaults::max_listens")]
+    pub max_listens: usize,
+    /// `subscriptions/listen` streams open at once for one principal; past it, 429.
+    #[serde(default = "defaults::max_listens_per_principal")]
+    pub max_listens_per_principal: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

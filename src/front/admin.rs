@@ -82,6 +82,7 @@ fn answer(gateway: &Gateway, request: &Request<Incoming>) -> Response<Body> {
                 "held_calls": gateway.held_calls(),
                 "running_calls": gateway.running_calls(),
                 "forwarding": gateway.forwarding(),
+                "listens": gateway.open_listens(),
                 "draining": gateway.is_draining(),
                 "backends": backends,
             });

@@ -1,5 +1,5 @@
 //! The innermost service: applies one typed request. `server/discover` and the retired
-//! `initialize` are answered here; forwarded methods go to the bridge ([`Bridge::call`]), whose
+//! `initialize` are answered here, `subscriptions/listen` opened ([`Listens`]); forwarded methods go to the bridge ([`Bridge::call`]), whose
 //! first answer [`Reply`] writes; anything else is "method not found".
 
 use std::convert::Infallible;
@@ -13,6 +13,7 @@ use serde_json::{json, Map};
 use tower::Service;
 
 use super::authn::Principal;
+use super::listen::Listens;
 use super::reply::{error_response, json_response, labeled, Body, Reply};
 use super::request::{Field, McpRequest};
 use super::route::Route;
@@ -27,6 +28,7 @@ use crate::protocol::{Method, SUPPORTED_VERSIONS};
 pub struct Dispatch {
     pub route: Arc<Route>,
     pub bridge: Arc<Bridge>,
+    pub listens: Arc<Listens>,
     /// Between SSE keep-alive comments.
     pub keep_alive: Duration,
 }
@@ -81,6 +83,11 @@ impl Dispatch {
                     "ok",
                 ))
             }
+            Method::SubscriptionsListen => {
+                self.listens
+                    .open(route, principal, request.id, &request.params)
+                    .await
+            }
             Method::Initialize => Err(GatewayError::MethodNotFound {
                 method: request.method_name,
                 data: Some(json!({ "supported": SUPPORTED_VERSIONS })),
@@ -89,9 +96,12 @@ impl Dispatch {
                 if method == Method::ToolsCall {
                     let name = request.target.as_deref().unwrap_or_default();
                     tracing::Span::current().record("tool", name);
-                    route
-                        .tool_headers
-                        .check(name, request.arguments.as_ref(), headers)?;
+                    route.tool_headers.check(
+                        name,
+                        request.arguments.as_ref(),
+                        headers,
+                        route.pool.tools_generation(),
+                    )?;
                 }
                 self.forward(request, principal).await
             }

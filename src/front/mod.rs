@@ -24,6 +24,7 @@ pub mod authn;
 pub mod body;
 pub mod dispatch;
 pub mod drain;
+pub mod listen;
 pub mod observe;
 pub mod origin;
 pub mod owner;
@@ -95,6 +96,7 @@ fn route_stack(
     server: &ServerConfig,
     bridge: &Arc<Bridge>,
     fleet: &Option<Arc<owner::Fleet>>,
+    listens: &Arc<listen::Listens>,
     drain: &CancellationToken,
 ) -> RouteService {
     let origin_policy = Arc::new(origin::OriginPolicy::new(
@@ -132,6 +134,7 @@ fn route_stack(
         .service(dispatch::Dispatch {
             route: route.clone(),
             bridge: bridge.clone(),
+            listens: listens.clone(),
             keep_alive: server.sse_keep_alive,
         });
     RouteService::new(stack)
@@ -143,6 +146,8 @@ pub struct Gateway {
     bridge: Arc<Bridge>,
     /// With `[fleet]`: the other replicas, reached for retries of calls they hold.
     fleet: Option<Arc<owner::Fleet>>,
+    /// Open `subscriptions/listen` streams and their limits.
+    listens: Arc<listen::Listens>,
     metrics: Arc<Metrics>,
     /// The root of shutdown: when cancelled, every task of the gateway ends. Pools, the bridge
     /// and the admin side hold child tokens.
@@ -205,6 +210,14 @@ impl Gateway {
             None => None,
         };
         let drain = shutdown.child_token();
+        let listens = Arc::new(listen::Listens {
+            quota: Arc::new(crate::mrtr::quota::Quota::new(
+                config.server.max_listens,
+                config.server.max_listens_per_principal,
+            )),
+            keep_alive: config.server.sse_keep_alive,
+            drain: drain.clone(),
+        });
         let mut routes = HashMap::new();
         for route in &config.routes {
             let auth = Authenticator::new(&route.auth, auth_client.clone()).map_err(|source| {
@@ -223,7 +236,7 @@ impl Gateway {
                 auth,
                 metrics: metrics.clone(),
             });
-            let stack = route_stack(&route, &config.server, &bridge, &fleet, &drain);
+            let stack = route_stack(&route, &config.server, &bridge, &fleet, &listens, &drain);
             routes.insert(route.config.path.clone(), (route, stack));
         }
         Ok(Arc::new(Self {
@@ -231,6 +244,7 @@ impl Gateway {
             pools: pools.into_values().collect(),
             bridge,
             fleet,
+            listens,
             metrics,
             shutdown,
             drain,
@@ -289,6 +303,7 @@ impl Gateway {
     /// Gauges are read from their sources when scraped.
     pub fn refresh_gauges(&self) {
         self.metrics.held.set(self.held_calls() as i64);
+        self.metrics.listens.set(self.open_listens() as i64);
         for pool in &self.pools {
             let stats = pool.stats();
             let name = pool.backend_name();
@@ -306,6 +321,11 @@ impl Gateway {
     /// Nothing held, running or being forwarded: a draining gateway may stop.
     fn idle(&self) -> bool {
         self.held_calls() == 0 && self.running_calls() == 0 && self.forwarding() == 0
+    }
+
+    /// Open `subscriptions/listen` streams.
+    pub fn open_listens(&self) -> usize {
+        self.listens.quota.taken()
     }
 
     /// Retries whose answer is being relayed from the replica holding their call.

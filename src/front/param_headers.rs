@@ -66,11 +66,24 @@ pub fn annotations(tool: &Value) -> Option<Vec<ParamHeader>> {
 #[derive(Debug, Default)]
 pub struct ToolHeaders {
     tools: DashMap<String, Vec<ParamHeader>>,
+    /// The backend's tools generation the annotations were learned under: after a
+    /// `notifications/tools/list_changed` they are forgotten until the next `tools/list`.
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl ToolHeaders {
-    /// Records the annotations of the tools in a `tools/list` result.
-    pub fn learn(&self, result: &Value) {
+    /// Forgets what was learned under an older tools generation.
+    fn follow(&self, tools_generation: u64) {
+        use std::sync::atomic::Ordering;
+        if self.generation.swap(tools_generation, Ordering::AcqRel) != tools_generation {
+            self.tools.clear();
+        }
+    }
+
+    /// Records the annotations of the tools in a `tools/list` result, listed under this tools
+    /// generation.
+    pub fn learn(&self, result: &Value, tools_generation: u64) {
+        self.follow(tools_generation);
         let Some(tools) = result.get("tools").and_then(Value::as_array) else {
             return;
         };
@@ -95,7 +108,9 @@ impl ToolHeaders {
         tool: &str,
         arguments: Option<&Value>,
         headers: &HeaderMap,
+        tools_generation: u64,
     ) -> Result<(), GatewayError> {
+        self.follow(tools_generation);
         let Some(annotated) = self.tools.get(tool) else {
             return Ok(());
         };
@@ -196,14 +211,14 @@ mod tests {
     #[test]
     fn headers_must_mirror_annotated_arguments() {
         let cache = ToolHeaders::default();
-        cache.learn(&json!({"tools": [tool()]}));
+        cache.learn(&json!({"tools": [tool()]}), 0);
         let args = json!({"region": "Hello", "days": 3, "opts": {"metric": true}});
         let ok = headers(&[
             ("mcp-param-region", "=?base64?SGVsbG8=?="),
             ("mcp-param-days", "3.0"),
             ("mcp-param-metric", "true"),
         ]);
-        assert!(cache.check("weather", Some(&args), &ok).is_ok());
+        assert!(cache.check("weather", Some(&args), &ok, 0).is_ok());
         for bad in [
             headers(&[
                 ("mcp-param-region", "=?base64?SGVsbG8?="),
@@ -229,7 +244,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    cache.check("weather", Some(&args), &bad),
+                    cache.check("weather", Some(&args), &bad, 0),
                     Err(GatewayError::HeaderMismatch(_))
                 ),
                 "{bad:?}"
@@ -241,13 +256,24 @@ mod tests {
             .check(
                 "weather",
                 Some(&literal),
-                &headers(&[("mcp-param-region", "=?base64?SGVsbG8=")])
+                &headers(&[("mcp-param-region", "=?base64?SGVsbG8=")]),
+                0
             )
             .is_ok());
         // Absent arguments need no header; unknown tools are not checked.
         assert!(cache
-            .check("weather", Some(&json!({})), &HeaderMap::new())
+            .check("weather", Some(&json!({})), &HeaderMap::new(), 0)
             .is_ok());
-        assert!(cache.check("other", Some(&args), &HeaderMap::new()).is_ok());
+        assert!(cache
+            .check("other", Some(&args), &HeaderMap::new(), 0)
+            .is_ok());
+        // After a tool list change the annotations are forgotten until the next list.
+        assert!(cache
+            .check("weather", Some(&args), &HeaderMap::new(), 1)
+            .is_ok());
+        cache.learn(&json!({"tools": [tool()]}), 1);
+        assert!(cache
+            .check("weather", Some(&args), &HeaderMap::new(), 1)
+            .is_err());
     }
 }

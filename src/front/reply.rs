@@ -197,7 +197,9 @@ impl Reply {
         match outcome {
             Outcome::Final(result) => {
                 if self.method == Method::ToolsList {
-                    self.route.tool_headers.learn(&result);
+                    self.route
+                        .tool_headers
+                        .learn(&result, self.route.pool.tools_generation());
                 }
                 let stamped = translate::stamp_result(
                     self.method,

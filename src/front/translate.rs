@@ -77,14 +77,24 @@ pub fn stamp_interim(result: Value, server_info: Option<&Value>) -> Value {
 }
 
 /// `InitializeResult.capabilities` as a 2026-07-28 server states them. Tasks are dropped (the
-/// 2026 tasks extension is another protocol); subscriptions and list-change notices are not
-/// offered, as the gateway does not serve `subscriptions/listen`.
+/// 2026 tasks extension is another protocol). `listChanged` and `resources.subscribe` are kept:
+/// `subscriptions/listen` delivers them.
 pub fn discover_capabilities(backend: &Value) -> Value {
     let mut out = Map::new();
     for key in ["tools", "prompts", "resources"] {
-        if backend.get(key).is_some_and(Value::is_object) {
-            out.insert(key.into(), json!({}));
+        let Some(offered) = backend.get(key).and_then(Value::as_object) else {
+            continue;
+        };
+        let mut kept = Map::new();
+        for flag in ["listChanged", "subscribe"] {
+            if key != "resources" && flag == "subscribe" {
+                continue;
+            }
+            if offered.get(flag) == Some(&Value::Bool(true)) {
+                kept.insert(flag.into(), Value::Bool(true));
+            }
         }
+        out.insert(key.into(), Value::Object(kept));
     }
     for key in ["completions", "logging", "experimental"] {
         if let Some(v) = backend.get(key).filter(|v| v.is_object()) {
@@ -188,7 +198,11 @@ mod tests {
         assert_eq!(out["supportedVersions"], json!(["2026-07-28"]));
         assert_eq!(
             out["capabilities"],
-            json!({"tools": {}, "resources": {}, "logging": {}})
+            json!({
+                "tools": {"listChanged": true},
+                "resources": {"subscribe": true, "listChanged": true},
+                "logging": {}
+            })
         );
         assert_eq!(out["instructions"], "be nice");
         assert_eq!(out["ttlMs"], 5);

@@ -1,5 +1,5 @@
 //! Places counted gateway-wide and per principal, both bounded: what the held table admits calls
-//! against, and what kept outcomes are counted against. Sharded (dashmap): the shard lock of a
+//! against, what kept outcomes are counted against, and open `subscriptions/listen` streams. Sharded (dashmap): the shard lock of a
 //! principal's count makes its check and increment one step; no lock spans all principals.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -61,6 +61,11 @@ impl Quota {
         self.per_principal
             .remove_if(principal, |_, count| *count == 0);
         self.taken.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Places taken now, gateway-wide.
+    pub fn taken(&self) -> usize {
+        self.taken.load(Ordering::Acquire)
     }
 
     /// Places `principal` holds now.

@@ -61,9 +61,10 @@ async fn discover_and_lists(kind: Backend) {
     assert!(capabilities.get("tasks").is_none());
     assert_eq!(
         capabilities["resources"],
-        json!({}),
-        "no subscribe without listen"
+        json!({"subscribe": true}),
+        "subscriptions/listen delivers resource updates"
     );
+    assert_eq!(capabilities["tools"], json!({"listChanged": true}));
 
     let client = client(&h).await;
     let mut names = Vec::new();

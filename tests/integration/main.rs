@@ -12,6 +12,7 @@ mod cli;
 mod faults;
 mod fleet;
 mod forwarding;
+mod listen;
 mod mrtr;
 mod pool;
 mod roots;

@@ -321,7 +321,6 @@ async fn removed_and_unknown_methods_are_404_and_never_forwarded() {
         "resources/unsubscribe",
         "notifications/roots/list_changed",
         "unknown/method",
-        "subscriptions/listen",
     ] {
         let body = modern_request(method, method, json!({}), &no_caps());
         let exchange = post_raw(&h.url, &body).await;

@@ -1,0 +1,366 @@
+//! `subscriptions/listen`: a long-lived SSE stream of the backend's list changes and resource
+//! updates, as its 2026-07-28 client asked for them.
+//!
+//! The filter is parsed once ([`Filter`]); what the backend can deliver is honoured (its
+//! `listChanged` and `resources.subscribe` capabilities) and acknowledged first
+//! (`notifications/subscriptions/acknowledged`). Then every matching change of the principal's
+//! feed goes out with `_meta["io.modelcontextprotocol/subscriptionId"]` equal to the listen id,
+//! keep-alive comments in between. The client closing the stream ends the listen (its
+//! [`ListenGuard`] unsubscribes what no one else listens to); the gateway's drain ends it with
+//! the `SubscriptionsListenResult`. Logs and progress never go on a listen stream.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream;
+use futures_util::StreamExt;
+use http::Response;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use serde_json::{json, Map, Value};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::reply::{sse_frame, sse_response, Body, KEEP_ALIVE};
+use super::route::Route;
+use crate::backend::changes::Change;
+use crate::backend::listen::ListenGuard;
+use crate::error::{GatewayError, HeldError};
+use crate::jsonrpc;
+use crate::mrtr::quota::Quota;
+use crate::protocol::Method;
+
+/// `_meta` key naming the listen a notification belongs to.
+const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// What a listen asked for (`params.notifications`), or what it is given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub tools_list_changed: bool,
+    pub prompts_list_changed: bool,
+    pub resources_list_changed: bool,
+    /// `None`: not asked for; `Some`, possibly empty: these URIs.
+    pub resource_subscriptions: Option<Vec<String>>,
+}
+
+impl Filter {
+    /// Parses `params.notifications`; a missing filter asks for nothing.
+    pub fn parse(params: &Map<String, Value>) -> Result<Self, GatewayError> {
+        let Some(notifications) = params.get("notifications") else {
+            return Ok(Self::default());
+        };
+        let Some(notifications) = notifications.as_object() else {
+            return Err(GatewayError::invalid_params(
+                "notifications must be an object",
+            ));
+        };
+        let flag = |key: &str| match notifications.get(key) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(on)) => Ok(*on),
+            Some(_) => Err(GatewayError::invalid_params(format!(
+                "notifications.{key} must be a boolean"
+            ))),
+        };
+        let resource_subscriptions = match notifications.get("resourceSubscriptions") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(uris)) => Some(
+                uris.iter()
+                    .map(|uri| uri.as_str().map(String::from))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| {
+                        GatewayError::invalid_params(
+                            "notifications.resourceSubscriptions must be an array of strings",
+                        )
+                    })?,
+            ),
+            Some(_) => {
+                return Err(GatewayError::invalid_params(
+                    "notifications.resourceSubscriptions must be an array of strings",
+                ))
+            }
+        };
+        Ok(Self {
+            tools_list_changed: flag("toolsListChanged")?,
+            prompts_list_changed: flag("promptsListChanged")?,
+            resources_list_changed: flag("resourcesListChanged")?,
+            resource_subscriptions,
+        })
+    }
+
+    /// The part of this filter a backend with these 2025-11-25 capabilities can deliver.
+    pub fn honoured(&self, capabilities: &Value) -> Self {
+        let offers = |kind: &str, flag: &str| {
+            capabilities
+                .get(kind)
+                .and_then(|c| c.get(flag))
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
+        };
+        Self {
+            tools_list_changed: self.tools_list_changed && offers("tools", "listChanged"),
+            prompts_list_changed: self.prompts_list_changed && offers("prompts", "listChanged"),
+            resources_list_changed: self.resources_list_changed
+                && offers("resources", "listChanged"),
+            resource_subscriptions: self
+                .resource_subscriptions
+                .clone()
+                .filter(|_| offers("resources", "subscribe")),
+        }
+    }
+
+    /// The `notifications` object of the acknowledgement: the fields honoured, nothing else.
+    pub fn to_value(&self) -> Value {
+        let mut out = Map::new();
+        for (key, on) in [
+            ("toolsListChanged", self.tools_list_changed),
+            ("promptsListChanged", self.prompts_list_changed),
+            ("resourcesListChanged", self.resources_list_changed),
+        ] {
+            if on {
+                out.insert(key.into(), Value::Bool(true));
+            }
+        }
+        if let Some(uris) = &self.resource_subscriptions {
+            out.insert("resourceSubscriptions".into(), json!(uris));
+        }
+        Value::Object(out)
+    }
+
+    /// Whether this listen wants the change. An update of a sub-resource of a subscribed URI
+    /// counts.
+    pub fn wants(&self, change: &Change) -> bool {
+        match change {
+            Change::ToolsListChanged => self.tools_list_changed,
+            Change::PromptsListChanged => self.prompts_list_changed,
+            Change::ResourcesListChanged => self.resources_list_changed,
+            Change::ResourceUpdated(_) => {
+                let (Some(uris), Some(updated)) = (&self.resource_subscriptions, change.uri())
+                else {
+                    return false;
+                };
+                uris.iter().any(|uri| {
+                    updated == uri
+                        || updated
+                            .strip_prefix(uri.as_str())
+                            .is_some_and(|rest| uri.ends_with('/') || rest.starts_with('/'))
+                })
+            }
+        }
+    }
+}
+
+/// One open listen's place in the limits, given back when its stream ends.
+struct ListenPlace {
+    quota: Arc<Quota>,
+    principal: String,
+}
+
+impl Drop for ListenPlace {
+    fn drop(&mut self) {
+        self.quota.give_back(&self.principal);
+    }
+}
+
+/// What a listen needs from the front.
+pub struct Listens {
+    pub quota: Arc<Quota>,
+    pub keep_alive: Duration,
+    /// Cancelled when the gateway starts to drain: every listen then ends with its result.
+    pub drain: CancellationToken,
+}
+
+impl Listens {
+    /// Opens a listen: its place in the limits, the principal's listening session, and the
+    /// stream.
+    pub async fn open(
+        &self,
+        route: &Route,
+        principal: String,
+        id: Value,
+        params: &Map<String, Value>,
+    ) -> Result<Response<Body>, GatewayError> {
+        let filter = Filter::parse(params)?;
+        self.quota.take(&principal).map_err(|error| match error {
+            HeldError::Full(n) => GatewayError::ListenLimit(format!("{n} listens are open")),
+            HeldError::PrincipalFull(n) => {
+                GatewayError::ListenLimit(format!("{n} of this client's listens are open"))
+            }
+        })?;
+        let place = ListenPlace {
+            quota: self.quota.clone(),
+            principal: principal.clone(),
+        };
+        // Subscribed before the session starts, so nothing it hears first is missed.
+        let changes = route.pool.changes(&principal);
+        let uris = filter.resource_subscriptions.clone().unwrap_or_default();
+        let guard = route.pool.listen(&principal, &uris);
+        let init = guard.init(route.pool.init_timeout()).await.ok_or_else(|| {
+            GatewayError::Upstream(crate::backend::BackendError::Initialize(
+                "the listening session did not start".into(),
+            ))
+        })?;
+        let honoured = filter.honoured(init.get("capabilities").unwrap_or(&Value::Null));
+        Ok(stream_listen(
+            id,
+            honoured,
+            changes,
+            Held {
+                _guard: guard,
+                _place: place,
+            },
+            self.keep_alive,
+            self.drain.clone(),
+        ))
+    }
+}
+
+/// What a listen holds while its stream is open.
+struct Held {
+    _guard: ListenGuard,
+    _place: ListenPlace,
+}
+
+fn tagged(method: &str, params: Option<&Value>, id: &Value) -> Value {
+    let mut params = match params {
+        Some(Value::Object(params)) => params.clone(),
+        _ => Map::new(),
+    };
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert(META_SUBSCRIPTION_ID.into(), id.clone());
+    }
+    jsonrpc::notification(method, Some(Value::Object(params)))
+}
+
+fn stream_listen(
+    id: Value,
+    filter: Filter,
+    changes: broadcast::Receiver<Change>,
+    held: Held,
+    keep_alive: Duration,
+    drain: CancellationToken,
+) -> Response<Body> {
+    let acknowledged = tagged(
+        "notifications/subscriptions/acknowledged",
+        Some(&json!({ "notifications": filter.to_value() })),
+        &id,
+    );
+    let first = stream::once(async move { sse_frame(&acknowledged) });
+    let mut keep_alive = tokio::time::interval(keep_alive);
+    keep_alive.reset();
+    let state = Some((changes, keep_alive, held, id, filter, drain));
+    let rest = stream::unfold(state, |state| async move {
+        let (mut changes, mut keep_alive, held, id, filter, drain) = state?;
+        loop {
+            tokio::select! {
+                _ = drain.cancelled() => {
+                    let result = json!({
+                        "resultType": "complete",
+                        "_meta": { META_SUBSCRIPTION_ID: id },
+                    });
+                    return Some((sse_frame(&jsonrpc::result_response(id, result)), None));
+                }
+                change = changes.recv() => match change {
+                    Ok(change) if filter.wants(&change) => {
+                        let params = match &change {
+                            Change::ResourceUpdated(params) => Some(params),
+                            _ => None,
+                        };
+                        let message = tagged(change.method(), params, &id);
+                        return Some((sse_frame(&message), Some((changes, keep_alive, held, id, filter, drain))));
+                    }
+                    Ok(_) => continue,
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "a listen fell behind; changes were missed");
+                        continue;
+                    }
+                    // The backend's feed is gone (the pool shut down).
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                _ = keep_alive.tick() => {
+                    return Some((Bytes::from_static(KEEP_ALIVE), Some((changes, keep_alive, held, id, filter, drain))));
+                }
+            }
+        }
+    });
+    let frames = first
+        .chain(rest)
+        .map(|bytes| Ok::<_, tower::BoxError>(Frame::data(bytes)));
+    sse_response(
+        StreamBody::new(frames).boxed_unsync(),
+        Method::SubscriptionsListen,
+        "stream",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(value: Value) -> Result<Filter, GatewayError> {
+        let mut params = Map::new();
+        params.insert("notifications".into(), value);
+        Filter::parse(&params)
+    }
+
+    #[test]
+    fn the_filter_is_parsed_and_honoured_as_the_backend_can() {
+        let asked = filter(json!({
+            "toolsListChanged": true,
+            "promptsListChanged": true,
+            "resourceSubscriptions": ["file:///a/"]
+        }))
+        .unwrap();
+        let capabilities = json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {"subscribe": true}});
+        let honoured = asked.honoured(&capabilities);
+        assert_eq!(
+            honoured.to_value(),
+            json!({"toolsListChanged": true, "resourceSubscriptions": ["file:///a/"]})
+        );
+        assert!(honoured.wants(&Change::ToolsListChanged));
+        assert!(!honoured.wants(&Change::PromptsListChanged));
+        assert!(honoured.wants(&Change::ResourceUpdated(json!({"uri": "file:///a/b"}))));
+        assert!(!honoured.wants(&Change::ResourceUpdated(json!({"uri": "file:///ab"}))));
+        assert_eq!(
+            asked.honoured(&json!({})).to_value(),
+            json!({}),
+            "a backend that offers nothing honours nothing"
+        );
+    }
+
+    #[test]
+    fn a_bad_filter_is_invalid_params() {
+        for bad in [
+            json!([]),
+            json!({"toolsListChanged": "yes"}),
+            json!({"resourceSubscriptions": "file:///a"}),
+            json!({"resourceSubscriptions": [1]}),
+        ] {
+            assert!(
+                matches!(filter(bad.clone()), Err(GatewayError::InvalidParams { .. })),
+                "{bad}"
+            );
+        }
+        assert_eq!(Filter::parse(&Map::new()).unwrap(), Filter::default());
+    }
+
+    #[test]
+    fn notifications_carry_the_listen_id_with_its_type() {
+        let message = tagged(
+            "notifications/resources/updated",
+            Some(&json!({"uri": "file:///a", "_meta": {"x": 1}})),
+            &json!(7),
+        );
+        assert_eq!(message["params"]["uri"], "file:///a");
+        assert_eq!(message["params"]["_meta"]["x"], 1);
+        assert_eq!(message["params"]["_meta"][META_SUBSCRIPTION_ID], json!(7));
+        let message = tagged("notifications/tools/list_changed", None, &json!("l-1"));
+        assert_eq!(
+            message["params"]["_meta"][META_SUBSCRIPTION_ID],
+            json!("l-1")
+        );
+    }
+}

@@ -1,0 +1,237 @@
+//! `subscriptions/listen` through the gateway, with rmcp's 2026-07-28 client (`Peer::listen`)
+//! in front and the legacy backend behind: it declares `tools.listChanged` and
+//! `resources.subscribe`, adds a tool at run time (`add_tool`) and updates a resource 100 ms
+//! after it is subscribed to.
+
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, ServerNotification, SubscriptionFilter};
+use rmcp::service::SubscriptionEnd;
+use serde_json::json;
+
+use mrtr_gateway::config::{AuthConfig, BearerToken};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+use crate::support::gateway::{Backend, Harness, TestConfig};
+use crate::support::modern_client::{
+    connect_in_time, connect_modern_with_config, modern_request, post_raw, ModernClient,
+    TestClientHandler,
+};
+use crate::support::rpc::{assert_rpc_error, no_caps};
+
+over_both_transports!(
+    listens_are_bounded_per_principal_and_counted,
+    a_listen_hears_what_it_asked_for_tagged_with_its_id,
+    the_last_listener_of_a_uri_unsubscribes_it,
+    principals_hear_only_their_own_changes,
+);
+
+const ITEM: &str = "demo://item/7";
+
+/// The next notification of a subscription, bounded.
+async fn next(subscription: &mut rmcp::service::Subscription) -> ServerNotification {
+    tokio::time::timeout(Duration::from_secs(10), subscription.next())
+        .await
+        .expect("a notification in time")
+        .expect("a notification, not an error")
+        .expect("the subscription is open")
+}
+
+async fn a_listen_hears_what_it_asked_for_tagged_with_its_id(kind: Backend) {
+    let h = Harness::start(kind).await;
+    let client = connect_in_time(&h.url, TestClientHandler::builder().build()).await;
+    let asked = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .prompts_list_changed()
+        .resource_subscription(ITEM)
+        .build();
+    let mut subscription =
+        tokio::time::timeout(Duration::from_secs(10), client.peer().listen(asked))
+            .await
+            .expect("acknowledged in time")
+            .expect("the listen is acknowledged");
+    // The backend offers no prompt list changes: not honoured.
+    let acknowledged = subscription.acknowledged().clone();
+    assert_eq!(acknowledged.tools_list_changed, Some(true));
+    assert_eq!(acknowledged.prompts_list_changed, None);
+    assert_eq!(
+        acknowledged.resource_subscriptions,
+        Some(vec![ITEM.to_string()])
+    );
+    h.wait_for_backend("resources/subscribe", |m| {
+        m["method"] == "resources/subscribe" && m["params"]["uri"] == ITEM
+    })
+    .await;
+
+    // The backend updates the subscribed resource on the listening session.
+    let updated = next(&mut subscription).await;
+    let ServerNotification::ResourceUpdatedNotification(updated) = updated else {
+        panic!("a resource update, not {updated:?}");
+    };
+    assert_eq!(updated.params.uri, ITEM);
+
+    // A tool added through a call: the call's session hears the list change.
+    let added = client
+        .call_tool(
+            CallToolRequestParams::new("add_tool")
+                .with_arguments(json!({"name": "fresh_tool"}).as_object().unwrap().clone()),
+        )
+        .await
+        .expect("add_tool");
+    assert!(!added.is_error.unwrap_or(false));
+    let changed = next(&mut subscription).await;
+    assert!(
+        matches!(changed, ServerNotification::ToolListChangedNotification(_)),
+        "{changed:?}"
+    );
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert!(tools.iter().any(|t| t.name == "fresh_tool"));
+
+    // Shutdown ends the listen with its result.
+    let stop = tokio::spawn(h.stop());
+    let end = tokio::time::timeout(Duration::from_secs(10), subscription.next())
+        .await
+        .expect("the listen ends in time");
+    assert!(matches!(end, Ok(None)), "{end:?}");
+    assert!(
+        matches!(subscription.end(), Some(SubscriptionEnd::Graceful(_))),
+        "{:?}",
+        subscription.end()
+    );
+    stop.await.expect("stopped");
+    let _ = client.cancel().await;
+}
+
+async fn the_last_listener_of_a_uri_unsubscribes_it(kind: Backend) {
+    let h = Harness::start(kind).await;
+    let client = connect_in_time(&h.url, TestClientHandler::builder().build()).await;
+    let filter = || {
+        SubscriptionFilter::builder()
+            .resource_subscription(ITEM)
+            .build()
+    };
+    let first = client.peer().listen(filter()).await.expect("first listen");
+    let second = client.peer().listen(filter()).await.expect("second listen");
+    h.wait_for_backend("resources/subscribe", |m| {
+        m["method"] == "resources/subscribe"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        h.backend_method_count("resources/subscribe"),
+        1,
+        "one subscription for both"
+    );
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        h.backend_method_count("resources/unsubscribe"),
+        0,
+        "another listener still wants it"
+    );
+    drop(second);
+    h.wait_for_backend("resources/unsubscribe", |m| {
+        m["method"] == "resources/unsubscribe" && m["params"]["uri"] == ITEM
+    })
+    .await;
+    let _ = client.cancel().await;
+    h.stop().await;
+}
+
+/// A client of the bearer-authenticated `/mcp` with this token.
+async fn client_with_token(url: &str, token: &str) -> ModernClient {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(token);
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        connect_modern_with_config(config, TestClientHandler::builder().build()),
+    )
+    .await
+    .expect("connect in time")
+    .expect("connects")
+}
+
+async fn principals_hear_only_their_own_changes(kind: Backend) {
+    let h = Harness::start_with(kind, |config| {
+        config.mcp_route().auth = AuthConfig::Bearer {
+            tokens: ["alice", "bob"]
+                .into_iter()
+                .map(|name| BearerToken {
+                    principal: name.into(),
+                    sha256: None,
+                    token: Some(format!("{name}-secret")),
+                })
+                .collect(),
+        };
+    })
+    .await;
+    let alice = client_with_token(&h.url, "alice-secret").await;
+    let bob = client_with_token(&h.url, "bob-secret").await;
+    let tools = || SubscriptionFilter::builder().tools_list_changed().build();
+    let mut alice_hears = alice.peer().listen(tools()).await.expect("alice listens");
+    let mut bob_hears = bob.peer().listen(tools()).await.expect("bob listens");
+    bob.call_tool(
+        CallToolRequestParams::new("add_tool")
+            .with_arguments(json!({"name": "bobs_tool"}).as_object().unwrap().clone()),
+    )
+    .await
+    .expect("add_tool");
+    let heard = next(&mut bob_hears).await;
+    assert!(
+        matches!(heard, ServerNotification::ToolListChangedNotification(_)),
+        "{heard:?}"
+    );
+    let alice_heard = tokio::time::timeout(Duration::from_millis(700), alice_hears.next()).await;
+    assert!(
+        alice_heard.is_err(),
+        "alice hears nothing of bob's sessions: {alice_heard:?}"
+    );
+    drop((alice_hears, bob_hears));
+    let _ = alice.cancel().await;
+    let _ = bob.cancel().await;
+    h.stop().await;
+}
+
+async fn listens_are_bounded_per_principal_and_counted(kind: Backend) {
+    let h = Harness::start_with(kind, |config| config.server.max_listens_per_principal = 2).await;
+    let client = connect_in_time(&h.url, TestClientHandler::builder().build()).await;
+    let tools = || SubscriptionFilter::builder().tools_list_changed().build();
+    let first = client.peer().listen(tools()).await.expect("first listen");
+    let second = client.peer().listen(tools()).await.expect("second listen");
+    let gateway = h.gateway.as_ref().expect("running").gateway().clone();
+    assert_eq!(gateway.open_listens(), 2);
+    let third = modern_request(
+        9,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+        &no_caps(),
+    );
+    let refused = post_raw(&h.url, &third).await;
+    let error = assert_rpc_error(&refused, 429, -32603);
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Too many listens")),
+        "{}",
+        refused.body
+    );
+    drop(first);
+    let mut open = 2;
+    for _ in 0..100 {
+        open = gateway.open_listens();
+        if open == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(open, 1, "a closed listen gives its place back");
+    let bad = modern_request(
+        10,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": "yes"}}),
+        &no_caps(),
+    );
+    assert_rpc_error(&post_raw(&h.url, &bad).await, 400, -32602);
+    drop(second);
+    let _ = client.cancel().await;
+    h.stop().await;
+}

@@ -235,3 +235,97 @@ async fn listens_are_bounded_per_principal_and_counted(kind: Backend) {
     let _ = client.cancel().await;
     h.stop().await;
 }
+
+/// The backend behind a listen goes away and comes back at the same address: the listening
+/// session is started again, its URI subscribed again, and the client's stream, open all along,
+/// hears the new session's update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_outlives_its_backend_session() {
+    use crate::support::gateway::HttpBackend;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("backend.jsonl");
+    let backend = HttpBackend::start("127.0.0.1:0", false, &log).await;
+    let url = backend.url.clone();
+    let address = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .expect("an address")
+        .to_string();
+    let h = Harness::start_url(&url, |_| {}).await;
+    let client = connect_in_time(&h.url, TestClientHandler::builder().build()).await;
+    let filter = SubscriptionFilter::builder()
+        .resource_subscription(ITEM)
+        .build();
+    let mut subscription = client.peer().listen(filter).await.expect("listen");
+    assert!(matches!(
+        next(&mut subscription).await,
+        ServerNotification::ResourceUpdatedNotification(_)
+    ));
+    backend.stop().await;
+    let again = HttpBackend::start(&address, false, &log).await;
+    // The new session subscribes again, and the backend updates the resource once more.
+    let updated = next(&mut subscription).await;
+    assert!(
+        matches!(updated, ServerNotification::ResourceUpdatedNotification(_)),
+        "{updated:?}"
+    );
+    let subscribes = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains("\"resources/subscribe\""))
+        .count();
+    assert_eq!(subscribes, 2, "subscribed on each listening session");
+    drop(subscription);
+    let _ = client.cancel().await;
+    h.stop().await;
+    again.stop().await;
+}
+
+/// An idle listen gets keep-alive comments after its acknowledgement; a log level asked for on
+/// the listen brings no log onto its stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_listen_gets_keep_alives_and_never_logs() {
+    use crate::support::modern_client::standard_headers;
+
+    let h = Harness::start_with(Backend::Stdio, |config| {
+        config.server.sse_keep_alive = Duration::from_millis(100);
+    })
+    .await;
+    let mut listen = modern_request(
+        "listen-1",
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+        &no_caps(),
+    );
+    listen["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
+    let mut response = reqwest::Client::new()
+        .post(&h.url)
+        .headers(standard_headers(&listen))
+        .json(&listen)
+        .send()
+        .await
+        .expect("the listen starts");
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut seen = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), async {
+        while seen.matches(": keep-alive").count() < 2 {
+            match response.chunk().await {
+                Ok(Some(chunk)) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => break,
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "two keep-alives in time: {seen}");
+    let (acknowledgement, rest) = seen.split_once("\n\n").expect("a first event");
+    assert!(
+        acknowledgement.contains("notifications/subscriptions/acknowledged")
+            && acknowledgement.contains("\"listen-1\""),
+        "{acknowledgement}"
+    );
+    assert!(!rest.contains("notifications/message"), "{seen}");
+    drop(response);
+    h.stop().await;
+}

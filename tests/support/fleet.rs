@@ -506,37 +506,29 @@ impl Fleet {
 
     /// Waits (5 s at most) until the backend received a message matching `pred`.
     pub async fn wait_for_backend(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        for _ in 0..100 {
-            if let Some(found) = self.backend_messages().into_iter().find(|m| pred(m)) {
-                return found;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!(
-            "the backend never received {what}; it got {:?}",
-            self.backend_messages()
-        );
+        crate::support::gateway::wait_for_message(what, || self.backend_messages(), pred).await
     }
 
-    /// Replica `index`'s admin `/metrics` text.
-    pub async fn metrics(&self, index: usize) -> String {
-        let url = format!("{}/metrics", self.replicas[index].admin);
+    /// A GET of `path` on replica `index`'s admin listener, which must answer 200 in time.
+    async fn admin_get(&self, index: usize, path: &str) -> reqwest::Response {
+        let url = format!("{}{path}", self.replicas[index].admin);
         let response = tokio::time::timeout(REQUEST_LIMIT, reqwest::get(&url))
             .await
             .unwrap_or_else(|_| panic!("{url} answers in time"))
             .unwrap_or_else(|e| panic!("{url} answers: {e}"));
         assert_eq!(response.status().as_u16(), 200, "{url}");
+        response
+    }
+
+    /// Replica `index`'s admin `/metrics` text.
+    pub async fn metrics(&self, index: usize) -> String {
+        let response = self.admin_get(index, "/metrics").await;
         response.text().await.expect("metrics text")
     }
 
     /// Replica `index`'s admin `/status` document.
     pub async fn status(&self, index: usize) -> Value {
-        let url = format!("{}/status", self.replicas[index].admin);
-        let response = tokio::time::timeout(REQUEST_LIMIT, reqwest::get(&url))
-            .await
-            .unwrap_or_else(|_| panic!("{url} answers in time"))
-            .unwrap_or_else(|e| panic!("{url} answers: {e}"));
-        assert_eq!(response.status().as_u16(), 200, "{url}");
+        let response = self.admin_get(index, "/status").await;
         response.json().await.expect("status JSON")
     }
 

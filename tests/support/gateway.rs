@@ -150,6 +150,25 @@ pub fn static_roots(config: &mut Config) {
     }];
 }
 
+/// Waits (5 s at most) until `messages` holds one matching `pred`, and returns it.
+pub async fn wait_for_message(
+    what: &str,
+    messages: impl Fn() -> Vec<Value>,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    for _ in 0..100 {
+        if let Some(found) = messages().into_iter().find(|m| pred(m)) {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let methods: Vec<Value> = messages()
+        .into_iter()
+        .filter_map(|m| m.get("method").cloned())
+        .collect();
+    panic!("the backend never received {what}; it got {methods:?}");
+}
+
 /// How the gateway reaches the legacy backend.
 enum Transport {
     /// Spawns the fixture with `--stdio` and this environment.
@@ -285,16 +304,7 @@ impl Harness {
 
     /// Waits (bounded) until the backend received a message matching `pred`.
     pub async fn wait_for_backend(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        for _ in 0..100 {
-            if let Some(found) = self.backend_messages().into_iter().find(|m| pred(m)) {
-                return found;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!(
-            "backend never received {what}; it got {:?}",
-            self.backend_methods()
-        );
+        wait_for_message(what, || self.backend_messages(), pred).await
     }
 
     /// Calls held by the gateway right now.

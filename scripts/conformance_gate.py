@@ -5,14 +5,17 @@ Fails unless
   * every scenario REQUIRED for 2026-07-28 (the `server:` list of the conformance package's
     requirements/2026-07-28.yaml) has a checks.json in OUT_DIR with no FAILURE check, and
   * the not-scored (pending) header scenarios `http-header-validation` and
-    `http-custom-header-server-validation` pass the same way (the gateway implements SEP-2243).
+    `http-custom-header-server-validation` pass the same way (the gateway implements SEP-2243),
+    and
+  * the `subscriptions/listen` checks of `server-stateless` are SUCCESS, not merely not failed:
+    the suite reports the list-changed ones as SHOULD (a WARNING), the gateway delivers them.
 
 WARNING, SKIPPED and INFO checks never fail a scenario (as in the suite's own exit code); a
 scenario whose checks.json is missing or empty does. Other not-scored scenarios (tasks-*,
 json-schema-2020-12) are listed for information only.
 
-usage: conformance_gate.py OUT_DIR [--requirements YAML] [--also SCENARIO]... [--json FILE]
-                                   [--label TEXT]
+usage: conformance_gate.py OUT_DIR [--requirements YAML] [--also SCENARIO]...
+                                   [--succeed SCENARIO:CHECK]... [--json FILE] [--label TEXT]
 Prints a per-scenario summary and a last line starting with `conformance[LABEL]: PASS` or
 `conformance[LABEL]: FAIL`. Exit status 0 on pass, 1 on fail, 2 on a usage error or when
 OUT_DIR holds no results at all.
@@ -28,6 +31,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_REQ = os.path.join(HERE, '..', 'tests', 'interop', 'node_modules', '@modelcontextprotocol',
                            'conformance', 'requirements', '2026-07-28.yaml')
 DEFAULT_ALSO = ['http-header-validation', 'http-custom-header-server-validation']
+# Checks that must be SUCCESS (scenario:check id): the listen stream, acknowledgement first,
+# tagged, filtered, and the list changes of a legacy backend relayed onto it.
+DEFAULT_SUCCEED = [f'server-stateless:sep-2575-{c}' for c in (
+    'server-sends-subscription-ack', 'server-tags-subscription-id',
+    'server-honors-notification-filter', 'server-sends-tools-list-changed-on-subscription',
+    'server-sends-prompts-list-changed-on-subscription')]
 
 # Frozen copy of the `server:` list of requirements/2026-07-28.yaml in
 # @modelcontextprotocol/conformance@0.2.0-alpha.12, used when the YAML cannot be read.
@@ -72,6 +81,8 @@ def main():
     ap.add_argument('out_dir')
     ap.add_argument('--requirements', default=None, help='requirements YAML (default: the installed package\'s 2026-07-28.yaml)')
     ap.add_argument('--also', action='append', default=None, help='extra scenario that must pass (default: the two SEP-2243 header scenarios)')
+    ap.add_argument('--succeed', action='append', default=None, metavar='SCENARIO:CHECK',
+                    help='check that must be SUCCESS (default: the subscriptions/listen checks)')
     ap.add_argument('--json', dest='json_out', default=None, help='write a machine-readable summary here')
     ap.add_argument('--label', default='', help='label for the summary line, e.g. the backend transport')
     a = ap.parse_args()
@@ -87,6 +98,7 @@ def main():
         required = FROZEN_REQUIRED
         source = 'frozen list (0.2.0-alpha.12)'
     also = a.also if a.also is not None else DEFAULT_ALSO
+    succeed = a.succeed if a.succeed is not None else DEFAULT_SUCCEED
     label = f'[{a.label}]' if a.label else ''
 
     if not os.path.isdir(a.out_dir):
@@ -123,7 +135,26 @@ def main():
                 'failures': failures, 'file': path,
                 'warningDetails': [f"{c.get('id')}: {short(c.get('errorMessage') or c.get('description'), 120)}" for c in warns]}
 
+    def judge_check(spec):
+        sc, _, check_id = spec.partition(':')
+        files = seen.get(sc)
+        status = 'MISSING'
+        if files:
+            try:
+                with open(sorted(files)[-1], encoding='utf-8') as fh:
+                    checks = json.load(fh)
+            except (OSError, ValueError):
+                checks = []
+            found = [c for c in checks if isinstance(c, dict) and c.get('id') == check_id]
+            if found:
+                status = found[-1].get('status') or 'MISSING'
+                message = found[-1].get('errorMessage')
+                if status != 'SUCCESS' and message:
+                    status += f': {short(message, 160)}'
+        return {'check': spec, 'status': 'ok' if status == 'SUCCESS' else status}
+
     req_results = [judge(sc) for sc in required]
+    check_results = [judge_check(spec) for spec in succeed]
     also_results = [judge(sc) for sc in also]
     others = sorted(set(seen) - set(required) - set(also))
     other_results = [judge(sc) for sc in others]
@@ -140,6 +171,9 @@ def main():
     print(f'conformance results in {a.out_dir}  (required list: {source})')
     show(f'required for 2026-07-28 ({len(required)}):', req_results)
     show(f'not scored by the suite, required here ({len(also)}):', also_results)
+    print(f'checks that must succeed ({len(check_results)}):')
+    for r in check_results:
+        print(f"  {'ok' if r['status'] == 'ok' else 'FAIL':<8} {r['check']}" + ('' if r['status'] == 'ok' else f" ({r['status']})"))
     if other_results:
         print(f'not scored, for information ({len(other_results)}):')
         for r in other_results:
@@ -147,10 +181,13 @@ def main():
 
     req_ok = sum(r['status'] == 'ok' for r in req_results)
     also_ok = sum(r['status'] == 'ok' for r in also_results)
-    passed = req_ok == len(req_results) and also_ok == len(also_results)
+    checks_ok = sum(r['status'] == 'ok' for r in check_results)
+    passed = req_ok == len(req_results) and also_ok == len(also_results) and checks_ok == len(check_results)
     failing = [r['scenario'] for r in req_results + also_results if r['status'] != 'ok']
+    failing += [r['check'] for r in check_results if r['status'] != 'ok']
     line = (f"conformance{label}: {'PASS' if passed else 'FAIL'} "
-            f"{req_ok}/{len(req_results)} required, {also_ok}/{len(also_results)} header scenarios")
+            f"{req_ok}/{len(req_results)} required, {also_ok}/{len(also_results)} header scenarios, "
+            f"{checks_ok}/{len(check_results)} checks that must succeed")
     if failing:
         line += f" (failing: {', '.join(failing)})"
     print()
@@ -158,7 +195,7 @@ def main():
     if a.json_out:
         with open(a.json_out, 'w', encoding='utf-8') as fh:
             json.dump({'label': a.label, 'pass': passed, 'summary': line, 'outDir': a.out_dir,
-                       'requiredSource': source, 'required': req_results, 'also': also_results,
+                       'requiredSource': source, 'required': req_results, 'also': also_results, 'checks': check_results,
                        'informational': other_results}, fh, indent=2)
             fh.write('\n')
     return 0 if passed else 1

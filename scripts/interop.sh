@@ -7,9 +7,10 @@
 #      2026-07-28) against the gateway, in front of the legacy conformance backend
 #      (tests/interop/legacy-conformance-server.mjs) over stdio and over Streamable HTTP,
 #      gated by scripts/conformance_gate.py (every required scenario plus the two SEP-2243
-#      header scenarios must pass);
+#      header scenarios must pass, and server-stateless's subscriptions/listen checks succeed);
 #   4. the client interop run (tests/interop/client-interop.mjs): @modelcontextprotocol/client
-#      pinned to 2026-07-28, through the gateway, to server-everything and server-filesystem;
+#      pinned to 2026-07-28, through the gateway, to server-everything and server-filesystem,
+#      and listening (Client.listen) to the legacy conformance backend;
 #   5. a markdown table in tests/interop/out/interop.md (git-ignored), printed at the end.
 #
 # Everything listens on 127.0.0.1. Every process this script starts is stopped by PID on exit,

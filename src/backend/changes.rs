@@ -5,18 +5,20 @@
 //! principal's feed never carries another principal's notifications.
 //!
 //! The same list change often arrives on several sessions of one principal: one per
-//! [`DEDUP_WINDOW`] is published. Every tool list change, whoever hears it, also counts in the
-//! backend's tools generation, so what the gateway learned from an older list is forgotten.
+//! [`DEDUP_WINDOW`] is published. Every list change, whoever hears it, is also recorded for the
+//! whole backend ([`ListChanges`]), so that what the gateway learned from the backend before it
+//! is forgotten: the `x-mcp-header` annotations of an older tool list, the `InitializeResult`
+//! of a session started before the change.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use crate::sync::LockRecovered;
+use crate::sync::{LockRecovered, RwLockRecovered};
 
 /// Within this window, a repeated list change of one principal is published once.
 pub const DEDUP_WINDOW: Duration = Duration::from_millis(250);
@@ -68,20 +70,28 @@ impl Change {
     }
 }
 
+/// What every feed of one backend records of its list changes, whoever hears them.
+#[derive(Default)]
+struct ListChanges {
+    /// Tool list changes so far.
+    tools_generation: AtomicU64,
+    /// When any list last changed.
+    last: RwLock<Option<Instant>>,
+}
+
 /// One principal's changes.
 pub struct Feed {
     sender: broadcast::Sender<Change>,
-    /// The backend's count of tool list changes, shared by every feed of the backend.
-    tools_generation: Arc<AtomicU64>,
+    lists: Arc<ListChanges>,
     /// When each kind of list change was last published.
     last_list_change: Mutex<HashMap<&'static str, Instant>>,
 }
 
 impl Feed {
-    fn new(tools_generation: Arc<AtomicU64>) -> Self {
+    fn new(lists: Arc<ListChanges>) -> Self {
         Self {
             sender: broadcast::channel(FEED_CAPACITY).0,
-            tools_generation,
+            lists,
             last_list_change: Mutex::new(HashMap::new()),
         }
     }
@@ -89,12 +99,13 @@ impl Feed {
     /// Publishes a change to this principal's listeners; a list change seen within
     /// [`DEDUP_WINDOW`] is dropped. Returns whether it was published.
     pub fn publish(&self, change: Change) -> bool {
-        if change == Change::ToolsListChanged {
-            // What the gateway learned from the tool list is stale, whoever listens.
-            self.tools_generation.fetch_add(1, Ordering::AcqRel);
-        }
         if !matches!(change, Change::ResourceUpdated(_)) {
             let now = Instant::now();
+            // What the gateway learned from the backend is stale, whoever listens.
+            if change == Change::ToolsListChanged {
+                self.lists.tools_generation.fetch_add(1, Ordering::AcqRel);
+            }
+            *self.lists.last.write_recovered() = Some(now);
             let mut last = self.last_list_change.lock_recovered();
             if last
                 .get(change.method())
@@ -118,7 +129,7 @@ impl Feed {
 #[derive(Default)]
 pub struct Feeds {
     by_principal: Mutex<HashMap<String, Arc<Feed>>>,
-    tools_generation: Arc<AtomicU64>,
+    lists: Arc<ListChanges>,
 }
 
 impl Feeds {
@@ -128,14 +139,19 @@ impl Feeds {
         if let Some(feed) = feeds.get(principal) {
             return feed.clone();
         }
-        let feed = Arc::new(Feed::new(self.tools_generation.clone()));
+        let feed = Arc::new(Feed::new(self.lists.clone()));
         feeds.insert(principal.to_string(), feed.clone());
         feed
     }
 
     /// How many tool list changes any session of the backend announced so far.
     pub fn tools_generation(&self) -> u64 {
-        self.tools_generation.load(Ordering::Acquire)
+        self.lists.tools_generation.load(Ordering::Acquire)
+    }
+
+    /// When any session of the backend last announced a list change.
+    pub fn last_list_change(&self) -> Option<Instant> {
+        *self.lists.last.read_recovered()
     }
 
     /// Forgets feeds nobody listens to and no session publishes to.
@@ -195,6 +211,18 @@ mod tests {
             "bob hears nothing of alice's"
         );
         assert_eq!(feeds.tools_generation(), 2, "every tool list change counts");
+        assert!(feeds.last_list_change().is_some());
+        let others = Feeds::default();
+        others
+            .of("carol")
+            .publish(Change::ResourceUpdated(json!({"uri": "file:///a"})));
+        assert_eq!(
+            others.last_list_change(),
+            None,
+            "an update is no list change"
+        );
+        others.of("carol").publish(Change::ResourcesListChanged);
+        assert!(others.last_list_change().is_some());
     }
 
     #[test]

@@ -88,6 +88,11 @@ pub enum Purpose {
     Plain,
 }
 
+/// `session` started after `since`, if given.
+fn started_since(session: &Session, since: Option<Instant>) -> bool {
+    since.is_none_or(|at| session.created > at)
+}
+
 impl Purpose {
     fn fits(self, session: &Session) -> bool {
         session.roots_fit(self == Self::Interruptible)
@@ -123,13 +128,19 @@ struct KeyState {
     pinned: bool,
 }
 
+/// The `InitializeResult` of the most recently started session.
+struct CachedInit {
+    session_created: Instant,
+    init: Arc<Value>,
+}
+
 struct PoolInner {
     spec: Arc<BackendSpec>,
     metrics: Arc<Metrics>,
     slots: Arc<Semaphore>,
     keys: Mutex<HashMap<PoolKey, KeyState>>,
     returned: Notify,
-    init_cache: RwLock<Option<Arc<Value>>>,
+    init_cache: RwLock<Option<CachedInit>>,
     backoff: Mutex<Backoff>,
     /// Polite closes and roots re-asks.
     background: TaskTracker,
@@ -244,7 +255,31 @@ impl Pool {
 
     /// The most recent `InitializeResult` of this backend, if any session started yet.
     pub fn cached_init(&self) -> Option<Arc<Value>> {
-        self.inner.init_cache.read_recovered().clone()
+        let cache = self.inner.init_cache.read_recovered();
+        cache.as_ref().map(|cached| cached.init.clone())
+    }
+
+    /// The most recent `InitializeResult`, if its session started after the backend's last
+    /// list change: one from before may describe what changed since.
+    pub fn current_init(&self) -> Option<Arc<Value>> {
+        let last_change = self.inner.feeds.last_list_change();
+        let cache = self.inner.init_cache.read_recovered();
+        cache
+            .as_ref()
+            .filter(|cached| last_change.is_none_or(|at| cached.session_created > at))
+            .map(|cached| cached.init.clone())
+    }
+
+    /// Lends a session started after the backend's last list change (any session when none
+    /// changed), starting one if needed; waits at most `queue_wait`.
+    pub async fn acquire_current(
+        &self,
+        key: &PoolKey,
+        profile: &Value,
+    ) -> Result<Lease, PoolError> {
+        let since = self.inner.feeds.last_list_change();
+        self.acquire_timed(key, profile, Purpose::Plain, since)
+            .await
     }
 
     /// A session of this backend initialized at least once and starting sessions works now.
@@ -297,8 +332,19 @@ impl Pool {
         profile: &Value,
         purpose: Purpose,
     ) -> Result<Lease, PoolError> {
+        self.acquire_timed(key, profile, purpose, None).await
+    }
+
+    /// [`Pool::acquire`] of a session started after `since`, when given.
+    async fn acquire_timed(
+        &self,
+        key: &PoolKey,
+        profile: &Value,
+        purpose: Purpose,
+        since: Option<Instant>,
+    ) -> Result<Lease, PoolError> {
         let started = Instant::now();
-        let lease = self.acquire_inner(key, profile, purpose).await;
+        let lease = self.acquire_inner(key, profile, purpose, since).await;
         self.inner
             .metrics
             .pool_wait
@@ -312,6 +358,7 @@ impl Pool {
         key: &PoolKey,
         profile: &Value,
         purpose: Purpose,
+        since: Option<Instant>,
     ) -> Result<Lease, PoolError> {
         let inner = &self.inner;
         let deadline = Instant::now() + inner.spec.config.pool.queue_wait;
@@ -320,13 +367,13 @@ impl Pool {
             tokio::pin!(returned);
             returned.as_mut().enable();
 
-            if let Some(session) = inner.take_idle(key, profile, purpose) {
+            if let Some(session) = inner.take_idle(key, profile, purpose, since) {
                 return Ok(self.lease(key, session));
             }
             let permit = match inner.slots.clone().try_acquire_owned() {
                 Ok(permit) => permit,
                 Err(_) => {
-                    if inner.evict_unfit_idle(key, purpose) {
+                    if inner.evict_unfit_idle(key, purpose, since) {
                         continue;
                     }
                     tokio::select! {
@@ -389,7 +436,13 @@ impl PoolInner {
         self.keys.lock_recovered()
     }
 
-    fn take_idle(&self, key: &PoolKey, profile: &Value, purpose: Purpose) -> Option<Session> {
+    fn take_idle(
+        &self,
+        key: &PoolKey,
+        profile: &Value,
+        purpose: Purpose,
+        since: Option<Instant>,
+    ) -> Option<Session> {
         let mut keys = self.keys();
         let state = keys.entry(key.clone()).or_insert_with(|| KeyState {
             idle: Vec::new(),
@@ -407,19 +460,23 @@ impl PoolInner {
             .idle
             .iter()
             .enumerate()
+            .filter(|(_, s)| started_since(s, since))
             .filter_map(|(pos, s)| s.lendable(can_ask).map(|held_roots| (pos, held_roots)))
             .max_by_key(|&(pos, held_roots)| (held_roots, pos))?;
         Some(state.idle.swap_remove(pos))
     }
 
     /// Frees a slot held by an idle session this caller cannot use: one of another key (least
-    /// recently used key first), or one of its own whose roots do not fit `purpose`. True if one
-    /// was closed.
-    fn evict_unfit_idle(&self, key: &PoolKey, purpose: Purpose) -> bool {
+    /// recently used key first), or one of its own whose roots do not fit `purpose` or that
+    /// started before `since`. True if one was closed.
+    fn evict_unfit_idle(&self, key: &PoolKey, purpose: Purpose, since: Option<Instant>) -> bool {
         let victim = {
             let mut keys = self.keys();
             let own = keys.get_mut(key).and_then(|state| {
-                let pos = state.idle.iter().position(|s| !purpose.fits(s))?;
+                let pos = state
+                    .idle
+                    .iter()
+                    .position(|s| !purpose.fits(s) || !started_since(s, since))?;
                 Some(state.idle.swap_remove(pos))
             });
             own.or_else(|| {
@@ -481,7 +538,17 @@ impl PoolInner {
         backoff.failures = 0;
         backoff.until = None;
         drop(backoff);
-        *self.init_cache.write_recovered() = Some(session.init_result());
+        let mut cache = self.init_cache.write_recovered();
+        // Sessions may finish starting out of order: the newest one's result stays.
+        if cache
+            .as_ref()
+            .is_none_or(|cached| cached.session_created <= session.created)
+        {
+            *cache = Some(CachedInit {
+                session_created: session.created,
+                init: session.init_result(),
+            });
+        }
     }
 
     fn record_start(&self, ok: bool) {

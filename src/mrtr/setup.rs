@@ -167,19 +167,19 @@ impl Bridge {
     }
 
     /// The backend's `InitializeResult` for `server/discover`: the cached one, or a session's
-    /// when no session started yet.
+    /// when no session started yet or every one started before the backend's last list change.
     pub async fn server_init(
         &self,
         pool: &Pool,
         principal: &str,
         client_capabilities: &Value,
     ) -> Result<Arc<Value>, GatewayError> {
-        if let Some(init) = pool.cached_init() {
+        if let Some(init) = pool.current_init() {
             return Ok(init);
         }
         let profile = pool.profile_for(client_capabilities);
         let lease = pool
-            .acquire(&PoolKey::new(principal, &profile), &profile, Purpose::Plain)
+            .acquire_current(&PoolKey::new(principal, &profile), &profile)
             .await?;
         lease
             .session()

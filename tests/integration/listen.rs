@@ -58,6 +58,17 @@ async fn a_listen_hears_what_it_asked_for_tagged_with_its_id(kind: Backend) {
         acknowledged.resource_subscriptions,
         Some(vec![ITEM.to_string()])
     );
+    // A second listen of the same client, on another resource only.
+    let other = "demo://item/8";
+    let mut narrow = client
+        .peer()
+        .listen(
+            SubscriptionFilter::builder()
+                .resource_subscription(other)
+                .build(),
+        )
+        .await
+        .expect("a second listen");
     h.wait_for_backend("resources/subscribe", |m| {
         m["method"] == "resources/subscribe" && m["params"]["uri"] == ITEM
     })
@@ -84,6 +95,15 @@ async fn a_listen_hears_what_it_asked_for_tagged_with_its_id(kind: Backend) {
         matches!(changed, ServerNotification::ToolListChangedNotification(_)),
         "{changed:?}"
     );
+    // The second listen heard its own resource's update, and not the tool list change or
+    // the first listen's resource.
+    let ServerNotification::ResourceUpdatedNotification(own) = next(&mut narrow).await else {
+        panic!("the second listen's first notification is its resource's update");
+    };
+    assert_eq!(own.params.uri, other);
+    let more = tokio::time::timeout(Duration::from_millis(500), narrow.next()).await;
+    assert!(more.is_err(), "nothing it did not ask for: {more:?}");
+    drop(narrow);
     let tools = client.list_all_tools().await.expect("tools/list");
     assert!(tools.iter().any(|t| t.name == "fresh_tool"));
 
@@ -236,6 +256,48 @@ async fn listens_are_bounded_per_principal_and_counted(kind: Backend) {
     h.stop().await;
 }
 
+/// `server/discover` after a tool list change reports the `InitializeResult` of a session
+/// started after it, not the cached one from before: over HTTP the backend's sessions share the
+/// tools added at run time, and a new session's instructions count them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discover_after_a_list_change_describes_the_backend_since() {
+    let h = Harness::start(Backend::Http).await;
+    let discover = || async {
+        let answer = post_raw(
+            &h.url,
+            &modern_request("d", "server/discover", json!({}), &no_caps()),
+        )
+        .await;
+        answer.result().expect("discovered")["instructions"]
+            .as_str()
+            .expect("instructions")
+            .to_string()
+    };
+    let before = discover().await;
+    assert!(!before.contains("added"), "{before}");
+    assert_eq!(discover().await, before, "cached while nothing changed");
+
+    let client = connect_in_time(&h.url, TestClientHandler::builder().build()).await;
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    let mut subscription = client.peer().listen(filter).await.expect("listen");
+    client
+        .call_tool(
+            CallToolRequestParams::new("add_tool")
+                .with_arguments(json!({"name": "later_tool"}).as_object().unwrap().clone()),
+        )
+        .await
+        .expect("add_tool");
+    assert!(matches!(
+        next(&mut subscription).await,
+        ServerNotification::ToolListChangedNotification(_)
+    ));
+    let after = discover().await;
+    assert!(after.contains("(1 tools added)"), "{after}");
+    drop(subscription);
+    let _ = client.cancel().await;
+    h.stop().await;
+}
+
 /// The backend behind a listen goes away and comes back at the same address: the listening
 /// session is started again, its URI subscribed again, and the client's stream, open all along,
 /// hears the new session's update.
@@ -281,6 +343,40 @@ async fn a_listen_outlives_its_backend_session() {
     let _ = client.cancel().await;
     h.stop().await;
     again.stop().await;
+}
+
+/// The stdio process behind a listen exits after each update it sends: the listening session is
+/// started again (a new process), its URI subscribed again, and the client's stream, open all
+/// along, hears the new process's update.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_outlives_its_stdio_backend_process() {
+    let h = Harness::start(Backend::Stdio).await;
+    let client = connect_in_time(&h.url, TestClientHandler::builder().build()).await;
+    let vanishing = "demo://item/7?then=exit";
+    let filter = SubscriptionFilter::builder()
+        .resource_subscription(vanishing)
+        .build();
+    let mut subscription = client.peer().listen(filter).await.expect("listen");
+    for update in 1..=2 {
+        let heard = next(&mut subscription).await;
+        let ServerNotification::ResourceUpdatedNotification(heard) = heard else {
+            panic!("update {update}: a resource update, not {heard:?}");
+        };
+        assert_eq!(heard.params.uri, vanishing);
+    }
+    // Each process exits after its update: two updates, two processes, two subscriptions.
+    let subscribes = h
+        .backend_messages()
+        .iter()
+        .filter(|m| m["method"] == "resources/subscribe" && m["params"]["uri"] == vanishing)
+        .count();
+    assert!(
+        subscribes >= 2,
+        "subscribed again by the new process: {subscribes}"
+    );
+    drop(subscription);
+    let _ = client.cancel().await;
+    h.stop().await;
 }
 
 /// An idle listen gets keep-alive comments after its acknowledgement; a log level asked for on

@@ -16,6 +16,11 @@
 //     asked and applied before the call); client B of the same principal, on the same single
 //     session, reads its own root and is denied A's; with unsolicited = "static" the static
 //     roots hold from the first call and no client is asked;
+//   - subscriptions/listen against the legacy conformance backend (SDK 1.32.2) over stdio and
+//     over Streamable HTTP, with the client's own `Client.listen()`: the acknowledgement with the
+//     honoured subset, the backend's resource update and tool list change tagged with the
+//     listen id, a prompt list change the filter left out never delivered, and the listen
+//     result (`closed` resolves "graceful") when the gateway drains on SIGTERM;
 //   - pin guards (no gateway): the pinned client pointed straight at a legacy server must fail
 //     (over HTTP and stdio), while the same client in `auto` mode falls back to 2025-11-25.
 //     This proves the pin really prevents a silent fallback.
@@ -41,6 +46,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '..', '..');
 const NODE = process.execPath;
+const LEGACY_SERVER = path.join(HERE, 'legacy-conformance-server.mjs');
 const PROTOCOL = '2026-07-28';
 
 function pkgVersion(dir) {
@@ -273,6 +279,20 @@ async function startEverythingHttp(pkgDir, logFile) {
     `${pkgDir} streamableHttp to listen`,
   );
   return { child, url };
+}
+
+// The legacy conformance backend over Streamable HTTP: it prints `LISTENING URL` on stdout, which
+// spawnTracked sends to the log file.
+async function startLegacyHttp(logFile) {
+  const child = spawnTracked('legacy-conformance-server (http)', NODE, [LEGACY_SERVER, '--http', '127.0.0.1:0'], { logFile });
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline && child.exitCode === null) {
+    const m = fs.readFileSync(logFile, 'utf8').match(/LISTENING (http:\/\/127\.0\.0\.1:\d+\/mcp)/);
+    if (m) return { child, url: m[1] };
+    await sleep(50);
+  }
+  await stopChild(child);
+  throw new Error(`legacy-conformance-server did not listen: ${short(child.stderrText.trim(), 300)}`);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -547,6 +567,14 @@ function caseList() {
     meta: { backend: '@modelcontextprotocol/server-filesystem', backendVersion: fsVersion, transport: 'stdio', via: 'gateway (unsolicited = "static")' },
     run: (row, dir) => runFilesystem(row, dir, 'static'),
   });
+  const sdkVersion = pkgVersion('@modelcontextprotocol/sdk');
+  for (const transport of ['stdio', 'http']) {
+    list.push({
+      id: `listen-legacy-conformance-server-${transport}`,
+      meta: { backend: 'legacy-conformance-server.mjs (sdk)', backendVersion: sdkVersion, transport, via: 'gateway (subscriptions/listen)' },
+      run: (row, dir) => runListen(row, dir, transport),
+    });
+  }
   const guardVersion = pkgVersion('server-everything-2026-8');
   for (const transport of ['http', 'stdio']) {
     list.push({
@@ -610,6 +638,25 @@ function wireChecks(row, wire, expectTools) {
   }
 }
 
+// The backend (over HTTP started by `startHttp(logFile)`, over stdio run by the gateway with
+// `stdioArgs`), the gateway in front of it and the recording proxy in front of that. Each goes
+// into `parts` (backend, gw, proxy) as soon as it runs, so that the caller can stop it.
+async function startBehindGateway(row, dir, transport, parts, { startHttp, stdioArgs }) {
+  let backendToml;
+  if (transport === 'http') {
+    row.logs.backend = path.join(dir, 'backend.log');
+    parts.backend = await startHttp(row.logs.backend);
+    backendToml = ['transport = "http"', `url = ${tomlStr(parts.backend.url)}`];
+  } else {
+    backendToml = ['transport = "stdio"', `command = ${tomlStr(NODE)}`, `args = [${stdioArgs.map(tomlStr).join(', ')}]`];
+  }
+  parts.gw = await startGateway(row.id, backendToml, dir);
+  row.logs.gateway = parts.gw.logFile;
+  row.logs.gatewayConfig = parts.gw.cfg;
+  row.logs.frontWire = path.join(dir, 'front-wire.jsonl');
+  parts.proxy = await startRecordingProxy(parts.gw.port, row.logs.frontWire);
+}
+
 async function connectPinned(row, client, url) {
   const transport = new StreamableHTTPClientTransport(new URL(url));
   await client.connect(transport, { timeout: 30_000 });
@@ -633,24 +680,14 @@ async function runEverything(row, dir, pkgDir, transport) {
   const rootUri = pathToFileURL(rootDir).href;
   const record = { elicitation: [], sampling: [], roots: [] };
   const entry = path.join(HERE, 'node_modules', pkgDir, 'dist', 'index.js');
-  let backend = null;
-  let gw = null;
-  let proxy = null;
+  const parts = {};
   const client = makeClient(token, rootUri, record);
   try {
-    let backendToml;
-    if (transport === 'http') {
-      backend = await startEverythingHttp(pkgDir, path.join(dir, 'backend.log'));
-      row.logs.backend = path.join(dir, 'backend.log');
-      backendToml = ['transport = "http"', `url = ${tomlStr(backend.url)}`];
-    } else {
-      backendToml = ['transport = "stdio"', `command = ${tomlStr(NODE)}`, `args = [${tomlStr(entry)}, "stdio"]`];
-    }
-    gw = await startGateway(row.id, backendToml, dir);
-    row.logs.gateway = gw.logFile;
-    row.logs.gatewayConfig = gw.cfg;
-    proxy = await startRecordingProxy(gw.port, path.join(dir, 'front-wire.jsonl'));
-    row.logs.frontWire = path.join(dir, 'front-wire.jsonl');
+    await startBehindGateway(row, dir, transport, parts, {
+      startHttp: (logFile) => startEverythingHttp(pkgDir, logFile),
+      stdioArgs: [entry, 'stdio'],
+    });
+    const { proxy } = parts;
 
     await connectPinned(row, client, proxy.url);
     const tools = await client.listTools(undefined, { timeout: 30_000 });
@@ -689,6 +726,7 @@ async function runEverything(row, dir, pkgDir, transport) {
     if (ec) row.check('echo round-trips', textOf(ec).includes(`echo ${token}`), short(textOf(ec)));
   } finally {
     await client.close().catch(() => {});
+    const { backend, gw, proxy } = parts;
     if (proxy) {
       wireChecks(row, analyzeWire(proxy.exchanges), [
         ['trigger-elicitation-request', 'elicitation/create'],
@@ -698,6 +736,111 @@ async function runEverything(row, dir, pkgDir, transport) {
       // after `initialized` is deferred), so it is checked over the whole case.
       const rootsRounds = row.wire.inputRequired.filter((r) => r.methods.includes('roots/list'));
       row.check('front: roots/list went by in an input_required round', rootsRounds.length > 0, `in rounds of: ${JSON.stringify(rootsRounds.map((r) => r.tool))}`);
+      await proxy.close();
+    }
+    if (gw) {
+      await stopChild(gw.child);
+      gatewayLogNotes(row, gw.logFile);
+    }
+    if (backend) await stopChild(backend.child);
+  }
+}
+
+// Notifications the client's handlers saw, each with the time it came, and a bounded wait for one.
+function notificationLog(client, methods) {
+  const seen = [];
+  const waiters = [];
+  for (const method of methods) {
+    client.setNotificationHandler(method, (n) => {
+      seen.push(n);
+      for (const w of waiters.splice(0)) w();
+    });
+  }
+  const waitFor = async (pred, ms, what) => {
+    const deadline = Date.now() + ms;
+    while (!seen.some(pred)) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new Error(`no ${what} within ${ms} ms`);
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, left);
+        waiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+    return seen.find(pred);
+  };
+  return { seen, waitFor };
+}
+
+// subscriptions/listen through the gateway against a legacy backend that declares
+// tools/prompts/resources listChanged and resources.subscribe. The backend updates a resource
+// 100 ms after it is subscribed to, and its test_trigger_*_change tools change its lists.
+async function runListen(row, dir, transport) {
+  const WATCHED = 'test://watched-resource';
+  const record = { elicitation: [], sampling: [], roots: [] };
+  const client = makeClient('listen', pathToFileURL(dir).href, record);
+  const heard = notificationLog(client, ['notifications/tools/list_changed', 'notifications/prompts/list_changed', 'notifications/resources/updated']);
+  const parts = {};
+  try {
+    await startBehindGateway(row, dir, transport, parts, { startHttp: startLegacyHttp, stdioArgs: [LEGACY_SERVER, '--stdio'] });
+    const { gw, proxy } = parts;
+    await connectPinned(row, client, proxy.url);
+
+    const subscription = await client.listen({ toolsListChanged: true, resourceSubscriptions: [WATCHED] }, { timeout: 30_000 });
+    const honoured = subscription.honoredFilter;
+    row.check(
+      'listen: acknowledged with the honoured subset (tools, the watched resource)',
+      honoured.toolsListChanged === true && JSON.stringify(honoured.resourceSubscriptions) === JSON.stringify([WATCHED]) && !honoured.promptsListChanged,
+      JSON.stringify(honoured),
+    );
+    const updated = await heard.waitFor((n) => n.method === 'notifications/resources/updated', 15_000, 'resource update');
+    row.check('listen: the backend\'s resource update arrived', updated.params?.uri === WATCHED, JSON.stringify(updated));
+
+    // A prompt list change the filter left out, then a tool list change it asked for: the
+    // prompt change is published first, so it would arrive first if it leaked.
+    await callToolRecorded(row, client, 'test_trigger_prompt_change', {});
+    await callToolRecorded(row, client, 'test_trigger_tool_change', {});
+    const changed = await heard.waitFor((n) => n.method === 'notifications/tools/list_changed', 15_000, 'tool list change');
+    row.check('listen: the backend\'s tool list change arrived', changed, JSON.stringify(changed));
+    row.check(
+      'listen: no prompt list change (not asked for)',
+      !heard.seen.some((n) => n.method === 'notifications/prompts/list_changed'),
+      heard.seen.map((n) => n.method).join(', '),
+    );
+    const tools = await client.listTools(undefined, { timeout: 30_000 });
+    row.check('tools/list still answers after the change', tools.tools.length > 0, `${tools.tools.length} tools`);
+
+    // On the wire: the acknowledgement first, every notification tagged with the listen id.
+    const listenExchange = proxy.exchanges.find((ex) => ex.requestBody.includes('"subscriptions/listen"'));
+    const listenId = listenExchange ? JSON.parse(listenExchange.requestBody).id : undefined;
+    const frames = listenExchange ? parseMessages('text/event-stream', listenExchange.responseBody) : [];
+    row.check('front: the listen stream is text/event-stream', listenExchange?.responseHeaders?.['content-type'] === 'text/event-stream', listenExchange?.responseHeaders?.['content-type']);
+    row.check('front: first frame is notifications/subscriptions/acknowledged', frames[0]?.method === 'notifications/subscriptions/acknowledged', frames[0]?.method);
+    const notes = frames.filter((f) => typeof f.method === 'string' && f.method.startsWith('notifications/'));
+    row.check(
+      'front: every notification on it carries subscriptionId = the listen id',
+      notes.length >= 3 && notes.every((f) => f.params?._meta?.['io.modelcontextprotocol/subscriptionId'] === listenId),
+      `${notes.length} notifications, listen id ${JSON.stringify(listenId)}: ${short(JSON.stringify(notes.map((f) => f.params?._meta)), 200)}`,
+    );
+
+    // The gateway drains on SIGTERM: the listen ends with its result, which the client takes
+    // as a graceful end.
+    await stopChild(gw.child);
+    const end = await withTimeout(subscription.closed, 10_000, 'the subscription to close');
+    row.check('listen: ended "graceful" by the gateway\'s listen result at shutdown', end === 'graceful', end);
+    const last = parseMessages('text/event-stream', listenExchange?.responseBody ?? '').at(-1);
+    row.check(
+      'front: the last frame is the SubscriptionsListenResult (resultType complete)',
+      last?.id === listenId && last?.result?.resultType === 'complete',
+      short(JSON.stringify(last), 200),
+    );
+  } finally {
+    await client.close().catch(() => {});
+    const { backend, gw, proxy } = parts;
+    if (proxy) {
+      baseWireChecks(row, analyzeWire(proxy.exchanges));
       await proxy.close();
     }
     if (gw) {

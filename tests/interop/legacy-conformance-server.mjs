@@ -872,8 +872,14 @@ function createServer() {
   }));
   server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({ resourceTemplates: [TEMPLATE] }));
   server.setRequestHandler(ReadResourceRequestSchema, async (request) => readResource(request.params.uri));
+  // A subscribed resource changes 100 ms later (on the subscribing session, as legacy updates
+  // are session-scoped): what a listen through the gateway hears as a resource update.
   server.setRequestHandler(SubscribeRequestSchema, async (request) => {
-    session.subscriptions.add(request.params.uri);
+    const { uri } = request.params;
+    session.subscriptions.add(uri);
+    setTimeout(() => {
+      if (session.subscriptions.has(uri)) server.sendResourceUpdated({ uri }).catch(() => {});
+    }, 100);
     return {};
   });
   server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {

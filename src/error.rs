@@ -168,6 +168,14 @@ impl GatewayError {
         }
     }
 
+    /// The answer to a 2025-11-25 `initialize`: no such method, and the revisions spoken here.
+    pub fn initialize_refused() -> Self {
+        Self::MethodNotFound {
+            method: "initialize".into(),
+            data: Some(serde_json::json!({ "supported": crate::protocol::SUPPORTED_VERSIONS })),
+        }
+    }
+
     /// Rewrites an error object from a 2025-11-25 backend into one a 2026-07-28 server may send.
     pub fn from_backend(error: JsonRpcError, method: &str, params: &Value) -> Self {
         let JsonRpcError {
@@ -267,6 +275,21 @@ impl GatewayError {
             }
             Self::Backend(_) => StatusCode::OK,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Seconds to wait before trying again, sent as `Retry-After` with every 429 and 503: a
+    /// place among the listens frees when a listen ends, the others sooner.
+    pub fn retry_after_secs(&self) -> Option<u32> {
+        match self.http_status() {
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
+                Some(if matches!(self, Self::ListenLimit(_)) {
+                    5
+                } else {
+                    1
+                })
+            }
+            _ => None,
         }
     }
 
@@ -407,6 +430,12 @@ mod tests {
             wait: std::time::Duration::from_secs(5),
         });
         assert_eq!(queue.http_status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(queue.retry_after_secs(), Some(1));
+        assert_eq!(
+            GatewayError::ListenLimit("x".into()).retry_after_secs(),
+            Some(5)
+        );
+        assert_eq!(GatewayError::method_not_found("x").retry_after_secs(), None);
         assert_eq!(
             queue.to_jsonrpc().message,
             "Gateway busy: no session of backend b became free within 5s"

@@ -190,13 +190,11 @@ pub fn result_response(id: Value, result: Value) -> Value {
     Value::Object(obj)
 }
 
-/// An error response; `id` is omitted only when the request's id could not be read.
+/// An error response; `id` is null when the request's id could not be read (JSON-RPC 2.0 §5).
 pub fn error_response(id: Option<Value>, error: &JsonRpcError) -> Value {
     let mut obj = Map::new();
     obj.insert("jsonrpc".into(), json!("2.0"));
-    if let Some(id) = id {
-        obj.insert("id".into(), id);
-    }
+    obj.insert("id".into(), id.unwrap_or(Value::Null));
     obj.insert("error".into(), error.to_value());
     Value::Object(obj)
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use http::{HeaderMap, Request, Response, StatusCode};
-use serde_json::{json, Map};
+use serde_json::Map;
 use tower::Service;
 
 use super::authn::Principal;
@@ -22,7 +22,7 @@ use crate::error::{GatewayError, StateRejection};
 use crate::jsonrpc;
 use crate::mrtr::setup::{CallRequest, Continuation};
 use crate::mrtr::Bridge;
-use crate::protocol::{Method, SUPPORTED_VERSIONS};
+use crate::protocol::Method;
 
 #[derive(Clone)]
 pub struct Dispatch {
@@ -47,6 +47,7 @@ impl Service<Request<McpRequest>> for Dispatch {
         Box::pin(async move {
             let (mut parts, request) = request.into_parts();
             let id = request.id.clone();
+            let method = request.method;
             // The authentication layer below which this service runs always sets it.
             let answer = match parts.extensions.remove::<Principal>() {
                 Some(Principal(principal)) => {
@@ -54,7 +55,14 @@ impl Service<Request<McpRequest>> for Dispatch {
                 }
                 None => Err(GatewayError::Internal("no principal".into())),
             };
-            Ok(answer.unwrap_or_else(|error| error_response(Some(id), &error)))
+            Ok(answer.unwrap_or_else(|error| {
+                let outcome = if error.http_status().is_client_error() {
+                    "rejected"
+                } else {
+                    "error"
+                };
+                labeled(error_response(Some(id), &error), method, outcome)
+            }))
         })
     }
 }
@@ -88,10 +96,8 @@ impl Dispatch {
                     .open(route, principal, request.id, &request.params)
                     .await
             }
-            Method::Initialize => Err(GatewayError::MethodNotFound {
-                method: request.method_name,
-                data: Some(json!({ "supported": SUPPORTED_VERSIONS })),
-            }),
+            // Refused when parsed; kept for the match's sake.
+            Method::Initialize => Err(GatewayError::initialize_refused()),
             method if method.is_forwarded() => {
                 if method == Method::ToolsCall {
                     let name = request.target.as_deref().unwrap_or_default();

@@ -7,7 +7,7 @@ use dashmap::DashMap;
 use http::HeaderMap;
 use serde_json::Value;
 
-use super::request::decode_header_value;
+use super::request::{decode_header_value, header_str};
 use crate::error::GatewayError;
 
 /// One annotated argument: where it sits in `arguments` and which header mirrors it.
@@ -118,20 +118,13 @@ impl ToolHeaders {
             let value = arguments
                 .and_then(|args| param.path.iter().try_fold(args, |v, key| v.get(key)))
                 .filter(|v| !v.is_null());
-            let header = match headers.get(param.header.as_str()) {
-                None => None,
-                Some(raw) => {
-                    let raw = raw.to_str().map_err(|_| {
-                        GatewayError::HeaderMismatch(format!(
-                            "{} has invalid characters",
-                            param.header
-                        ))
-                    })?;
-                    Some(decode_header_value(raw.trim()).map_err(|e| {
+            let header =
+                match header_str(headers, param.header.as_str())? {
+                    None => None,
+                    Some(raw) => Some(decode_header_value(raw.trim()).map_err(|e| {
                         GatewayError::HeaderMismatch(format!("{}: {e}", param.header))
-                    })?)
-                }
-            };
+                    })?),
+                };
             match (value, header) {
                 (None, None) | (None, Some(_)) => {}
                 (Some(_), None) => {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::{stream, StreamExt};
-use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE};
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
@@ -110,6 +110,9 @@ pub fn error_response(id: Option<Value>, error: &GatewayError) -> Response<Body>
         response
             .headers_mut()
             .insert(ALLOW, HeaderValue::from_static("POST"));
+    }
+    if let Some(secs) = error.retry_after_secs() {
+        response.headers_mut().insert(RETRY_AFTER, secs.into());
     }
     response
 }

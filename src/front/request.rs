@@ -112,13 +112,22 @@ pub fn decode_header_value(raw: &str) -> Result<String, String> {
     }
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, GatewayError> {
-    match headers.get(name) {
-        None => Ok(None),
-        Some(v) => v.to_str().map(Some).map_err(|_| {
-            GatewayError::HeaderMismatch(format!("{name} header has invalid characters"))
-        }),
+/// A request-metadata header's one value. The same header twice with different values is
+/// refused: a proxy that reads the other one would route the request differently.
+pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, GatewayError> {
+    let mut values = headers.get_all(name).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.any(|other| other != first) {
+        return Err(GatewayError::HeaderMismatch(format!(
+            "{name} header given more than once with different values"
+        )));
     }
+    first
+        .to_str()
+        .map(Some)
+        .map_err(|_| GatewayError::HeaderMismatch(format!("{name} header has invalid characters")))
 }
 
 /// Parses and validates the body of a POST whose headers passed the checks before it.
@@ -156,6 +165,11 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
         _ => Map::new(),
     };
     let method = Method::parse(&method_name);
+    if method == Method::Initialize {
+        // A 2025-11-25 client sends no request-metadata headers: it is told which revision to
+        // speak, not that its headers are missing.
+        return Err(reject(Some(&id), GatewayError::initialize_refused()));
+    }
     let (scope, trace_headers, target) = validate_meta(headers, method, &method_name, &mut params)
         .map_err(|e| reject(Some(&id), e))?;
     let request_state = match params.remove("requestState") {
@@ -169,6 +183,16 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
         Some(_) => Field::Malformed,
     };
     let arguments = params.remove("arguments");
+    // Both revisions define `arguments` of these two as an object; a backend given anything
+    // else answers with something the client cannot place.
+    if matches!(method, Method::ToolsCall | Method::PromptsGet)
+        && arguments.as_ref().is_some_and(|a| !a.is_object())
+    {
+        return Err(reject(
+            Some(&id),
+            GatewayError::invalid_params("\"arguments\" must be an object"),
+        ));
+    }
     Ok(Inbound::Request(McpRequest {
         id,
         method,

@@ -122,6 +122,19 @@ async fn a_full_pool_answers_503_after_queue_wait() {
     .await;
     assert_rpc_error(&refused, 503, -32603);
     assert!(started.elapsed() < Duration::from_secs(2));
+    let metrics = h
+        .gateway
+        .as_ref()
+        .expect("running")
+        .gateway()
+        .metrics()
+        .render();
+    assert!(
+        metrics.contains(
+            "mrtr_requests_total{method=\"tools/call\",outcome=\"error\",route=\"/mcp\"} 1"
+        ),
+        "the refusal is counted under its method: {metrics}"
+    );
 
     let first = slow.await.unwrap();
     assert_eq!(first.result_type(), Some("complete"));

@@ -25,12 +25,14 @@ fn without_header(mut headers: HeaderMap, name: &'static str) -> HeaderMap {
     headers
 }
 
-/// [`assert_rpc_error`], and the response is JSON-RPC 2.0 with this `id`.
+/// [`assert_rpc_error`], and the response is JSON-RPC 2.0 with this `id` (`None`: an id that
+/// could not be read, `"id": null` as JSON-RPC 2.0 requires).
 #[track_caller]
 fn assert_error(exchange: &RawExchange, status: u16, code: i64, id: Option<Value>) {
     assert_rpc_error(exchange, status, code);
     let response = exchange.response().expect("a JSON-RPC response");
-    assert_eq!(response.get("id").cloned(), id, "id of {}", exchange.body);
+    let id = id.unwrap_or(Value::Null);
+    assert_eq!(response.get("id"), Some(&id), "id of {}", exchange.body);
     assert_eq!(response["jsonrpc"], "2.0");
 }
 
@@ -282,7 +284,26 @@ async fn routing_headers_must_match_the_body() {
             post_raw_with_headers(&h.url, &call, without_header(headers.clone(), name)).await;
         assert_error(&exchange, 400, -32020, Some(json!(3)));
     }
+    // The header twice with two values: a proxy reading the other one would disagree.
+    for (name, other) in [
+        ("mcp-method", "tools/list"),
+        ("mcp-name", "other"),
+        ("mcp-protocol-version", "2025-11-25"),
+    ] {
+        let mut twice = headers.clone();
+        twice.append(name, HeaderValue::from_static(other));
+        let exchange = post_raw_with_headers(&h.url, &call, twice).await;
+        assert_error(&exchange, 400, -32020, Some(json!(3)));
+        let message = exchange.error().unwrap()["message"].to_string();
+        assert!(message.contains("more than once"), "{message}");
+    }
     assert_backend_untouched(&h);
+
+    // The same value twice is one value.
+    let mut repeated = headers.clone();
+    repeated.append("mcp-name", HeaderValue::from_static("echo"));
+    let exchange = post_raw_with_headers(&h.url, &call, repeated).await;
+    assert_eq!(exchange.status, 200, "{}", exchange.body);
 
     // The Base64 sentinel form of the right name is accepted.
     let encoded = post_raw_with_headers(
@@ -335,6 +356,42 @@ async fn removed_and_unknown_methods_are_404_and_never_forwarded() {
         init.error().unwrap()["data"]["supported"],
         json!(["2026-07-28"])
     );
+    // A 2025-11-25 client's `initialize` carries no MCP headers and no `_meta`: it is told the
+    // revisions spoken here, not that a header is missing.
+    let legacy = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "legacy", "version": "1"}}});
+    let mut plain = HeaderMap::new();
+    plain.insert("content-type", HeaderValue::from_static("application/json"));
+    plain.insert(
+        "accept",
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    let exchange = post_raw_with_headers(&h.url, &legacy, plain).await;
+    assert_error(&exchange, 404, -32601, Some(json!(0)));
+    assert_eq!(
+        exchange.error().unwrap()["data"]["supported"],
+        json!(["2026-07-28"])
+    );
+    assert_backend_untouched(&h);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn arguments_must_be_objects() {
+    let h = Harness::start(Backend::Stdio).await;
+    for (method, params) in [
+        ("tools/call", json!({"name": "echo", "arguments": ["hi"]})),
+        ("tools/call", json!({"name": "echo", "arguments": "hi"})),
+        ("tools/call", json!({"name": "echo", "arguments": null})),
+        ("prompts/get", json!({"name": "greeting", "arguments": 5})),
+    ] {
+        let body = modern_request(8, method, params.clone(), &no_caps());
+        let exchange = post_raw(&h.url, &body).await;
+        assert_error(&exchange, 400, -32602, Some(json!(8)));
+        let message = exchange.error().unwrap()["message"].to_string();
+        assert!(message.contains("arguments"), "{params}: {message}");
+    }
     assert_backend_untouched(&h);
     h.stop().await;
 }

@@ -60,10 +60,20 @@ pub fn result_text(exchange: &RawExchange) -> String {
 }
 
 /// Asserts that `exchange` is a JSON-RPC error response with HTTP `status` and error `code`, and
-/// returns its `error` object for further checks (`data`, `message`).
+/// returns its `error` object for further checks (`data`, `message`). A 429 or 503 must carry
+/// `Retry-After`.
 #[track_caller]
 pub fn assert_rpc_error(exchange: &RawExchange, status: u16, code: i64) -> &Value {
     assert_eq!(exchange.status, status, "HTTP status of {}", exchange.body);
+    if status == 429 || status == 503 {
+        let retry_after = exchange.headers.get("retry-after");
+        assert!(
+            retry_after
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.parse::<u32>().is_ok()),
+            "a {status} carries Retry-After (seconds): {retry_after:?}"
+        );
+    }
     assert_eq!(
         exchange.error_code(),
         Some(code),

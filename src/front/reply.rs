@@ -233,8 +233,15 @@ impl Reply {
 
     fn json(&self, outcome: Outcome) -> Response<Body> {
         let label = outcome_label(&outcome);
-        let (message, status) = self.message(outcome);
-        labeled(json_response(status, &message), self.method, label)
+        let response = match outcome {
+            // With the headers an error's status takes (`Retry-After`).
+            Outcome::Error(error) => error_response(Some(self.id.clone()), &error),
+            outcome => {
+                let (message, status) = self.message(outcome);
+                json_response(status, &message)
+            }
+        };
+        labeled(response, self.method, label)
     }
 
     /// SSE: the first notification, then the call's events, with keep-alives. Closing the stream

@@ -157,14 +157,16 @@ impl Replay {
 
 /// A retry that passed every check.
 pub enum Redeemed {
-    /// The held call was a -32042: issue the original request again (`accepted`), or report the
-    /// backend's error if the client did not accept every URL.
+    /// The held call was a -32042 and every URL was answered: issue the original request again
+    /// (`accepted`), or report the backend's error if the client did not accept every URL.
     /// The retry's scope comes back for that new call.
     Reissue {
         accepted: bool,
         error: GatewayError,
         scope: RequestScope,
     },
+    /// A -32042 round answered in part: another round asks for the URLs not yet visited.
+    Again(Outcome),
     /// This retry took the held call; its events follow.
     Fresh(mpsc::Receiver<Event>),
     /// The same retry, re-sent before its outcome reached anyone or while it is kept: wait for
@@ -604,13 +606,37 @@ impl Bridge {
                 let (mut driver, validated) = match (held.kind, validated) {
                     (Held::Live(driver), Some(validated)) => (*driver, validated),
                     (Held::Reissue { inputs, error, .. }, _) => {
-                        let accepted = inputs.iter().all(|input| {
+                        let (answered, unanswered): (Vec<_>, Vec<_>) = inputs
+                            .into_iter()
+                            .partition(|input| answers.contains_key(&input.key));
+                        let accepted = answered.iter().all(|input| {
                             answers
                                 .get(&input.key)
                                 .and_then(|a| a.get("action"))
                                 .and_then(Value::as_str)
                                 == Some("accept")
                         });
+                        if accepted && !unanswered.is_empty() {
+                            // URLs still to visit: a round that asks for those alone.
+                            let round = held.round + 1;
+                            if held.round >= self.config.max_rounds {
+                                return Err(GatewayError::BadState {
+                                    reason: StateRejection::RoundLimit,
+                                });
+                            }
+                            let place =
+                                self.held.admit(principal_digest(&held.binding.principal))?;
+                            let again = Held::Reissue {
+                                inputs: unanswered,
+                                error,
+                            };
+                            return Ok(Redeemed::Again(self.hold(
+                                place,
+                                again,
+                                held.binding,
+                                round,
+                            )));
+                        }
                         let error = GatewayError::from_backend(
                             error,
                             &held.binding.method,

@@ -112,6 +112,7 @@ impl Bridge {
                         ..
                     } => scope,
                     Redeemed::Reissue { error, .. } => return Err(error),
+                    Redeemed::Again(outcome) => return Ok(Started::Outcome(outcome)),
                 }
             }
         };

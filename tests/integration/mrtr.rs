@@ -693,7 +693,13 @@ async fn url_elicitation_required_becomes_a_round_and_reissues_the_call() {
         &caps_from(json!({"elicitation": {"url": {}}})),
     );
     let round = input_required(&post_raw(&h.url, &first).await);
-    let key = key_of(&round, "elicitation/create");
+    assert_eq!(round.requests.len(), 2, "{:?}", round.requests);
+    let url_of = |key: &String| round.requests[key]["params"]["url"].clone();
+    let (key, other) = {
+        let mut keys: Vec<_> = round.requests.keys().cloned().collect();
+        keys.sort_by_key(|k| url_of(k).to_string());
+        (keys[0].clone(), keys[1].clone())
+    };
     let request = &round.requests[&key];
     assert_eq!(request["params"]["mode"], "url");
     assert_eq!(
@@ -702,13 +708,31 @@ async fn url_elicitation_required_becomes_a_round_and_reissues_the_call() {
     );
     assert!(request["params"].get("elicitationId").is_none());
     let calls_before = h.backend_method_count("tools/call");
-    let done = post_raw(
+    // One URL visited: the next round asks for the other one alone.
+    let partial = post_raw(
         &h.url,
         &retry_of(
             &first,
             json!(3),
-            json!({ key: {"action": "accept"} }),
+            json!({ key.clone(): {"action": "accept"} }),
             &round.state,
+        ),
+    )
+    .await;
+    let again = input_required(&partial);
+    assert_eq!(again.requests.len(), 1, "{:?}", again.requests);
+    assert_eq!(
+        again.requests.values().next().unwrap()["params"]["url"],
+        url_of(&other)
+    );
+    assert_eq!(h.backend_method_count("tools/call"), calls_before);
+    let done = post_raw(
+        &h.url,
+        &retry_of(
+            &first,
+            json!(4),
+            json!({ key_of(&again, "elicitation/create"): {"action": "accept"} }),
+            &again.state,
         ),
     )
     .await;

@@ -129,6 +129,9 @@ pub enum GatewayError {
     RequestTimeout(String),
     #[error("Gateway busy: {0}")]
     Busy(String),
+    /// The drain ended before the call did.
+    #[error("The gateway shut down before the call finished; send the request again")]
+    ShutDown,
     #[error("Backend timed out: {0}")]
     BackendTimeout(String),
     /// No place for one more `subscriptions/listen` stream.
@@ -263,7 +266,9 @@ impl GatewayError {
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Self::Busy(_) | Self::OwnerUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Busy(_) | Self::OwnerUnavailable(_) | Self::ShutDown => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::BackendTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Pool(_) | Self::Upstream(_) if self.lower_layer_busy() => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -349,6 +354,7 @@ impl GatewayError {
             )
             .with_data(json!({ "reason": reason.as_str() })),
             Self::Busy(m) => JsonRpcError::new(codes::INTERNAL_ERROR, format!("Gateway busy: {m}")),
+            Self::ShutDown => JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string()),
             Self::BackendTimeout(m) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend timed out: {m}"))
             }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use http::{HeaderMap, Request, Response, StatusCode};
 use serde_json::Map;
+use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use super::authn::Principal;
@@ -31,6 +32,9 @@ pub struct Dispatch {
     pub listens: Arc<Listens>,
     /// Between SSE keep-alive comments.
     pub keep_alive: Duration,
+    /// Cancelled when the drain ends: a call still waiting for its first answer is answered
+    /// [`GatewayError::ShutDown`], and a streaming one gets it as its last event.
+    pub calls_end: Arc<CancellationToken>,
 }
 
 impl Service<Request<McpRequest>> for Dispatch {
@@ -174,7 +178,11 @@ impl Dispatch {
             scope,
             trace_headers,
         };
-        let started = self.bridge.call(&self.route.pool, call).await?;
-        Ok(reply.started(started, self.keep_alive))
+        let started = tokio::select! {
+            biased;
+            started = self.bridge.call(&self.route.pool, call) => started?,
+            () = self.calls_end.cancelled() => return Err(GatewayError::ShutDown),
+        };
+        Ok(reply.started(started, self.keep_alive, self.calls_end.clone()))
     }
 }

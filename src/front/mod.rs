@@ -98,6 +98,7 @@ fn route_stack(
     fleet: &Option<Arc<owner::Fleet>>,
     listens: &Arc<listen::Listens>,
     drain: &CancellationToken,
+    calls_end: &Arc<CancellationToken>,
 ) -> RouteService {
     let origin_policy = Arc::new(origin::OriginPolicy::new(
         server.listen.ip().is_loopback(),
@@ -136,6 +137,7 @@ fn route_stack(
             bridge: bridge.clone(),
             listens: listens.clone(),
             keep_alive: server.sse_keep_alive,
+            calls_end: calls_end.clone(),
         });
     RouteService::new(stack)
 }
@@ -154,6 +156,9 @@ pub struct Gateway {
     shutdown: CancellationToken,
     /// A child of `shutdown`, cancelled first: only retries of held calls are still served.
     drain: CancellationToken,
+    /// A child of `shutdown`, cancelled when the drain ends: every call still unanswered gets
+    /// its ending (`GatewayError::ShutDown`). Behind an `Arc`, as the drain token is.
+    calls_end: Arc<CancellationToken>,
 }
 
 impl Gateway {
@@ -210,6 +215,7 @@ impl Gateway {
             None => None,
         };
         let drain = shutdown.child_token();
+        let calls_end = Arc::new(shutdown.child_token());
         let listens = Arc::new(listen::Listens {
             quota: Arc::new(crate::mrtr::quota::Quota::new(
                 config.server.max_listens,
@@ -236,7 +242,15 @@ impl Gateway {
                 auth,
                 metrics: metrics.clone(),
             });
-            let stack = route_stack(&route, &config.server, &bridge, &fleet, &listens, &drain);
+            let stack = route_stack(
+                &route,
+                &config.server,
+                &bridge,
+                &fleet,
+                &listens,
+                &drain,
+                &calls_end,
+            );
             routes.insert(route.config.path.clone(), (route, stack));
         }
         Ok(Arc::new(Self {
@@ -248,6 +262,7 @@ impl Gateway {
             metrics,
             shutdown,
             drain,
+            calls_end,
         }))
     }
 
@@ -289,6 +304,11 @@ impl Gateway {
 
     fn drain_token(&self) -> CancellationToken {
         self.drain.clone()
+    }
+
+    /// The drain is over: calls still unanswered end now, each with a proper answer.
+    fn end_calls(&self) {
+        self.calls_end.cancel();
     }
 
     /// A token for a task that ends with the gateway.

@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Frame;
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::route::Route;
 use super::translate;
@@ -182,11 +183,17 @@ pub struct Reply {
 }
 
 impl Reply {
-    /// The response to a call's first answer.
-    pub fn started(self, started: Started, keep_alive: Duration) -> Response<Body> {
+    /// The response to a call's first answer. A stream still open when `calls_end` is
+    /// cancelled ends with [`GatewayError::ShutDown`] as its last event.
+    pub fn started(
+        self,
+        started: Started,
+        keep_alive: Duration,
+        calls_end: Arc<CancellationToken>,
+    ) -> Response<Body> {
         match started {
             Started::Outcome(outcome) => self.json(outcome),
-            Started::Streaming(first, events) => self.stream(first, events, keep_alive),
+            Started::Streaming(first, events) => self.stream(first, events, keep_alive, calls_end),
         }
     }
 
@@ -251,27 +258,36 @@ impl Reply {
         first: Value,
         events: mpsc::Receiver<Event>,
         keep_alive: Duration,
+        calls_end: Arc<CancellationToken>,
     ) -> Response<Body> {
         let method = self.method;
         let metrics = self.route.metrics.clone();
         let mut keep_alive = tokio::time::interval(keep_alive);
         keep_alive.reset();
         let first = stream::once(async move { sse_frame(&first) });
-        let rest = stream::unfold(Some((events, keep_alive, self)), |state| async move {
-            let (mut events, mut keep_alive, reply) = state?;
-            tokio::select! {
-                event = events.recv() => match event {
-                    Some(Event::Notify(message)) => {
-                        Some((sse_frame(&message), Some((events, keep_alive, reply))))
-                    }
-                    Some(Event::Outcome(outcome)) => {
-                        let (message, _) = reply.message(outcome);
+        let rest = stream::unfold(Some((events, keep_alive, self)), move |state| {
+            let calls_end = calls_end.clone();
+            async move {
+                let (mut events, mut keep_alive, reply) = state?;
+                tokio::select! {
+                    biased;
+                    event = events.recv() => match event {
+                        Some(Event::Notify(message)) => {
+                            Some((sse_frame(&message), Some((events, keep_alive, reply))))
+                        }
+                        Some(Event::Outcome(outcome)) => {
+                            let (message, _) = reply.message(outcome);
+                            Some((sse_frame(&message), None))
+                        }
+                        None => None,
+                    },
+                    () = calls_end.cancelled() => {
+                        let (message, _) = reply.message(Outcome::Error(GatewayError::ShutDown));
                         Some((sse_frame(&message), None))
                     }
-                    None => None,
-                },
-                _ = keep_alive.tick() => {
-                    Some((Bytes::from_static(KEEP_ALIVE), Some((events, keep_alive, reply))))
+                    _ = keep_alive.tick() => {
+                        Some((Bytes::from_static(KEEP_ALIVE), Some((events, keep_alive, reply))))
+                    }
                 }
             }
         });

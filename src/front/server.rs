@@ -207,8 +207,9 @@ async fn serve(
         }
     }
     drop(listener);
-    // Held calls end first (their backends see cancellation), then open connections get a
-    // short grace to finish writing.
+    // Calls still unanswered get their ending, held calls end (their backends see
+    // cancellation), then open connections get a short grace to finish writing.
+    gateway.end_calls();
     gateway.close(CONNECTION_GRACE).await;
     if tokio::time::timeout(CONNECTION_GRACE, graceful.shutdown())
         .await

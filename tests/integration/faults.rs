@@ -243,6 +243,64 @@ async fn shutdown_serves_retries_of_held_calls_then_stops() {
     h.stop().await;
 }
 
+/// Calls still running when the drain ends get an ending: a streaming one a last JSON-RPC
+/// error event and a clean end of its stream, one still waiting as JSON a 503 with the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_still_running_at_shutdown_get_their_ending() {
+    let mut h = Harness::start_with(Backend::Stdio, |c| {
+        c.server.drain_timeout = Duration::from_millis(500);
+    })
+    .await;
+    let mut counting = tool_call(
+        1,
+        "countdown",
+        json!({"from": 60, "delay_ms": 100}),
+        &no_caps(),
+    );
+    counting["params"]["_meta"]["progressToken"] = json!("p1");
+    let sleeping = tool_call(2, "sleep", json!({"ms": 60_000}), &no_caps());
+    let url = h.url.clone();
+    let streamed = tokio::spawn(async move { post_raw(&url, &counting).await });
+    let url = h.url.clone();
+    let waited = tokio::spawn(async move { post_raw(&url, &sleeping).await });
+    h.wait_for_backend("the sleep call", |m| m["params"]["name"] == "sleep")
+        .await;
+    // The countdown reports progress every 100 ms: by now its answer is a stream.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let gateway = h.gateway.take().expect("running");
+    tokio::time::timeout(Duration::from_secs(15), gateway.shutdown())
+        .await
+        .expect("the gateway stops after the drain timeout");
+    let streamed = tokio::time::timeout(Duration::from_secs(5), streamed)
+        .await
+        .expect("the stream ended")
+        .expect("its body arrived whole");
+    assert_eq!(streamed.content_type(), Some("text/event-stream"));
+    assert!(!streamed.notifications().is_empty(), "{}", streamed.body);
+    let last = streamed.messages.last().expect("events");
+    assert_eq!(last["id"], 1, "{}", streamed.body);
+    assert_eq!(last["error"]["code"], -32603, "{}", streamed.body);
+    assert!(
+        last["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shut down")),
+        "{last}"
+    );
+    let waited = tokio::time::timeout(Duration::from_secs(5), waited)
+        .await
+        .expect("the JSON call was answered")
+        .expect("with a whole response");
+    let error = assert_rpc_error(&waited, 503, -32603);
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shut down")),
+        "{error}"
+    );
+    h.stop().await;
+}
+
 /// A held call never retried is abandoned at the drain timeout: its backend sees cancellation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_abandons_held_calls_after_the_drain_timeout() {

@@ -76,6 +76,9 @@ pub enum PoolError {
     },
     #[error("backend {0} failed to start recently; retrying shortly")]
     BackingOff(String),
+    /// The principal already uses its share of the backend's sessions.
+    #[error("this client already uses {share} sessions of backend {backend}, its share")]
+    PrincipalShare { backend: String, share: usize },
     #[error("{0}")]
     Start(#[from] BackendError),
 }
@@ -270,6 +273,7 @@ impl GatewayError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::BackendTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::Pool(PoolError::PrincipalShare { .. }) => StatusCode::TOO_MANY_REQUESTS,
             Self::Pool(_) | Self::Upstream(_) if self.lower_layer_busy() => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -358,6 +362,10 @@ impl GatewayError {
             Self::BackendTimeout(m) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend timed out: {m}"))
             }
+            Self::Pool(PoolError::PrincipalShare { .. }) => JsonRpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("Too many calls at once: {self}"),
+            ),
             Self::Pool(_) | Self::Upstream(_) => {
                 let kind = if self.lower_layer_busy() {
                     "Gateway busy"
@@ -437,6 +445,16 @@ mod tests {
         });
         assert_eq!(queue.http_status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(queue.retry_after_secs(), Some(1));
+        let share = GatewayError::from(PoolError::PrincipalShare {
+            backend: "b".into(),
+            share: 8,
+        });
+        assert_eq!(share.http_status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(share.retry_after_secs(), Some(1));
+        assert_eq!(
+            share.to_jsonrpc().message,
+            "Too many calls at once: this client already uses 8 sessions of backend b, its share"
+        );
         assert_eq!(
             GatewayError::ListenLimit("x".into()).retry_after_secs(),
             Some(5)

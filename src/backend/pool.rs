@@ -128,6 +128,24 @@ struct KeyState {
     pinned: bool,
 }
 
+/// One of the sessions a principal may use at once (`pool.max_sessions_per_principal`), held
+/// by its lease and given back when dropped.
+struct SharePlace {
+    pool: Arc<PoolInner>,
+    principal: String,
+}
+
+impl Drop for SharePlace {
+    fn drop(&mut self) {
+        if let dashmap::Entry::Occupied(mut used) = self.pool.in_use.entry(self.principal.clone()) {
+            *used.get_mut() = used.get().saturating_sub(1);
+            if *used.get() == 0 {
+                used.remove();
+            }
+        }
+    }
+}
+
 /// The `InitializeResult` of the most recently started session.
 struct CachedInit {
     session_created: Instant,
@@ -141,6 +159,8 @@ struct PoolInner {
     keys: Mutex<HashMap<PoolKey, KeyState>>,
     returned: Notify,
     init_cache: RwLock<Option<CachedInit>>,
+    /// Sessions lent per authenticated principal, against its share.
+    in_use: dashmap::DashMap<String, usize>,
     backoff: Mutex<Backoff>,
     /// Polite closes and roots re-asks.
     background: TaskTracker,
@@ -198,6 +218,7 @@ impl Pool {
             keys: Mutex::new(keys),
             returned: Notify::new(),
             init_cache: RwLock::new(None),
+            in_use: dashmap::DashMap::new(),
             backoff: Mutex::new(Backoff {
                 failures: 0,
                 until: None,
@@ -361,6 +382,8 @@ impl Pool {
         since: Option<Instant>,
     ) -> Result<Lease, PoolError> {
         let inner = &self.inner;
+        // Past its share a principal is refused at once: it waits for nobody's session.
+        let share = inner.take_share(&key.principal)?;
         let deadline = Instant::now() + inner.spec.config.pool.queue_wait;
         loop {
             let returned = inner.returned.notified();
@@ -368,7 +391,7 @@ impl Pool {
             returned.as_mut().enable();
 
             if let Some(session) = inner.take_idle(key, profile, purpose, since) {
-                return Ok(self.lease(key, session));
+                return Ok(self.lease(key, session, share));
             }
             let permit = match inner.slots.clone().try_acquire_owned() {
                 Ok(permit) => permit,
@@ -392,15 +415,16 @@ impl Pool {
                 }
             };
             let session = inner.start_session(key, profile, permit, deadline).await?;
-            return Ok(self.lease(key, session));
+            return Ok(self.lease(key, session, share));
         }
     }
 
-    fn lease(&self, key: &PoolKey, session: Session) -> Lease {
+    fn lease(&self, key: &PoolKey, session: Session, share: Option<SharePlace>) -> Lease {
         Lease {
             session: Some(session),
             pool: self.inner.clone(),
             key: key.clone(),
+            _share: share,
         }
     }
 
@@ -432,6 +456,28 @@ fn profile_for(spec: &BackendSpec, client_capabilities: &Value) -> Value {
 }
 
 impl PoolInner {
+    /// A place in `principal`'s share of the sessions; none is needed without authentication
+    /// (every caller is the same principal then).
+    fn take_share(self: &Arc<Self>, principal: &str) -> Result<Option<SharePlace>, PoolError> {
+        if principal == crate::config::ANONYMOUS {
+            return Ok(None);
+        }
+        let share = self.spec.config.pool.principal_share();
+        let mut used = self.in_use.entry(principal.to_string()).or_insert(0);
+        if *used >= share {
+            return Err(PoolError::PrincipalShare {
+                backend: self.spec.name.clone(),
+                share,
+            });
+        }
+        *used += 1;
+        drop(used);
+        Ok(Some(SharePlace {
+            pool: self.clone(),
+            principal: principal.to_string(),
+        }))
+    }
+
     fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<PoolKey, KeyState>> {
         self.keys.lock_recovered()
     }
@@ -740,6 +786,8 @@ pub struct Lease {
     session: Option<Session>,
     pool: Arc<PoolInner>,
     key: PoolKey,
+    /// Given back after the session (declared last, dropped last).
+    _share: Option<SharePlace>,
 }
 
 impl Lease {

@@ -259,6 +259,14 @@ fn check_pool(key: &str, backend: &BackendConfig) -> Result<(), ConfigError> {
             "must not exceed pool.max_sessions",
         ));
     }
+    if let Some(share) = pool.max_sessions_per_principal {
+        if share == 0 || share > pool.max_sessions {
+            return Err(invalid(
+                format!("{key}.pool.max_sessions_per_principal"),
+                "must be between 1 and pool.max_sessions",
+            ));
+        }
+    }
     Ok(())
 }
 
@@ -460,6 +468,24 @@ mod tests {
             message(check_mrtr(&c.mrtr)),
             "mrtr.max_rounds: must be at least 1"
         );
+    }
+
+    #[test]
+    fn the_principal_share_is_within_the_pool() {
+        for share in [0, 3] {
+            let c = parse(&format!(
+                "{BASE}\npool = {{ max_sessions = 2, max_sessions_per_principal = {share} }}"
+            ));
+            assert_eq!(
+                message(check_backends(&c.backends)),
+                "backend.b.pool.max_sessions_per_principal: must be between 1 and pool.max_sessions",
+                "{share}"
+            );
+        }
+        let defaulted = parse(&format!("{BASE}\npool = {{ max_sessions = 32 }}"));
+        assert_eq!(defaulted.backends["b"].pool.principal_share(), 8);
+        let small = parse(&format!("{BASE}\npool = {{ max_sessions = 2 }}"));
+        assert_eq!(small.backends["b"].pool.principal_share(), 1);
     }
 
     #[test]

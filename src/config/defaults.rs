@@ -133,6 +133,7 @@ impl Default for PoolConfig {
             max_sessions: max_sessions(),
             idle_timeout: idle_timeout(),
             queue_wait: queue_wait(),
+            max_sessions_per_principal: None,
             warm_profiles: Vec::new(),
         }
     }

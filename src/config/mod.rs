@@ -311,11 +311,23 @@ pub struct PoolConfig {
     /// Longest a request waits for a free session before HTTP 503.
     #[serde(default = "defaults::queue_wait", with = "humantime_serde")]
     pub queue_wait: Duration,
+    /// Sessions one authenticated principal may use at once (running or held calls); past it
+    /// its calls get 429 at once. Unset: a quarter of `max_sessions`, at least 1.
+    #[serde(default)]
+    pub max_sessions_per_principal: Option<usize>,
     /// Client capability sets (as a request declares them) whose sessions are started when the
     /// gateway starts and kept warm (at least one idle session each), for unauthenticated
     /// callers; e.g. `[{}, { elicitation = {} }]`.
     #[serde(default)]
     pub warm_profiles: Vec<serde_json::Value>,
+}
+
+impl PoolConfig {
+    /// `max_sessions_per_principal`, or its default: room for at least three others.
+    pub fn principal_share(&self) -> usize {
+        self.max_sessions_per_principal
+            .unwrap_or((self.max_sessions / 4).max(1))
+    }
 }
 
 impl Config {

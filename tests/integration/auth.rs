@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 use crate::support::gateway::{Backend, Harness, TestConfig};
 use crate::support::modern_client::{answer_only_input, modern_request};
-use crate::support::rpc::{elicitation_caps, post_with_bearer};
+use crate::support::rpc::{assert_rpc_error, elicitation_caps, post_with_bearer};
 
 /// Bearer tokens on `/mcp`: alice's by digest, bob's in the clear; one authorization server.
 fn bearer_route(config: &mut Config) {
@@ -29,6 +29,57 @@ fn bearer_route(config: &mut Config) {
         ],
     };
     route.authorization_servers = vec!["https://auth.example".into()];
+}
+
+/// One principal cannot take every session of a backend: past its share (a quarter of
+/// `max_sessions`) its calls get 429 at once, and another principal is served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principal_past_its_share_of_sessions_is_refused_and_others_are_served() {
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        bearer_route(c);
+        c.legacy().pool.max_sessions = 8;
+        // A call that had to wait for a session would fail fast with 503.
+        c.legacy().pool.queue_wait = Duration::from_millis(300);
+    })
+    .await;
+    let ask = |id: i64| {
+        modern_request(
+            id,
+            "tools/call",
+            json!({"name": "ask_name"}),
+            &elicitation_caps(),
+        )
+    };
+    for id in 1..=2 {
+        let round = post_with_bearer(&h.url, Some("alice-secret"), &ask(id)).await;
+        assert_eq!(
+            round.result_type(),
+            Some("input_required"),
+            "{}",
+            round.body
+        );
+    }
+    let refused = post_with_bearer(&h.url, Some("alice-secret"), &ask(3)).await;
+    let error = assert_rpc_error(&refused, 429, -32603);
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("2 sessions") && m.contains("share")),
+        "{error}"
+    );
+    assert_eq!(refused.headers["retry-after"], "1");
+    for id in 4..=6 {
+        let call = modern_request(
+            id,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "bob"}}),
+            &elicitation_caps(),
+        );
+        let answer = post_with_bearer(&h.url, Some("bob-secret"), &call).await;
+        assert_eq!(answer.result_type(), Some("complete"), "{}", answer.body);
+    }
+    assert_eq!(h.held(), 2, "alice's rounds are still held");
+    h.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

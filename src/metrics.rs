@@ -27,6 +27,10 @@ pub struct Metrics {
     pub forwarded_retries: IntCounterVec,
     /// From forwarding a retry to the owner's response head.
     pub forward_duration: Histogram,
+    /// Open connections of the MCP listener.
+    pub connections: IntGauge,
+    /// Connections closed by the gateway, by reason (`silent`, `evicted`, `refused`).
+    pub connection_closes: IntCounterVec,
 }
 
 fn must<T>(metric: Result<T, prometheus::Error>) -> T {
@@ -142,6 +146,19 @@ impl Metrics {
                 1.0, 2.5, 5.0,
             ]),
         ));
+        let connections = must(IntGauge::new(
+            "mrtr_connections",
+            "Open connections of the MCP listener.",
+        ));
+        let connection_closes = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_connection_closes_total",
+                "Connections the gateway closed, by reason (silent: no byte within \
+                 first_byte_timeout; evicted: idle the longest at max_connections, for a new \
+                 one; refused: at max_connections with none idle).",
+            ),
+            &["reason"],
+        ));
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(duration.clone()),
@@ -158,6 +175,8 @@ impl Metrics {
             Box::new(forwarded_retries.clone()),
             Box::new(forward_duration.clone()),
             Box::new(listens.clone()),
+            Box::new(connections.clone()),
+            Box::new(connection_closes.clone()),
         ] {
             must(registry.register(collector));
         }
@@ -178,6 +197,8 @@ impl Metrics {
             forwarded_retries,
             forward_duration,
             listens,
+            connections,
+            connection_closes,
         }
     }
 

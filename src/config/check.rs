@@ -26,6 +26,12 @@ pub(super) fn check_server(server: &ServerConfig) -> Result<(), ConfigError> {
     if server.max_connections == 0 {
         return Err(invalid("server.max_connections", "must be at least 1"));
     }
+    if server.first_byte_timeout.is_zero() {
+        return Err(invalid(
+            "server.first_byte_timeout",
+            "must be greater than 0",
+        ));
+    }
     if server.sse_keep_alive.is_zero() {
         return Err(invalid("server.sse_keep_alive", "must be greater than 0"));
     }

@@ -187,9 +187,13 @@ pub struct ServerConfig {
     /// Longest wait for a request body once its headers arrived (slow senders get 408).
     #[serde(default = "defaults::body_read_timeout", with = "humantime_serde")]
     pub body_read_timeout: Duration,
-    /// Client connections open at once; more are closed at once.
+    /// Client connections open at once. At the limit the one idle the longest is closed for a
+    /// new one; with none idle the new one is closed at once.
     #[serde(default = "defaults::max_connections")]
     pub max_connections: usize,
+    /// Longest a new connection may stay silent before its first byte; then it is closed.
+    #[serde(default = "defaults::first_byte_timeout", with = "humantime_serde")]
+    pub first_byte_timeout: Duration,
     /// Grace period for in-flight calls at shutdown.
     #[serde(default = "defaults::drain_timeout", with = "humantime_serde")]
     pub drain_timeout: Duration,

@@ -45,13 +45,21 @@ fn answer(gateway: &Gateway, request: &Request<Incoming>) -> Response<Body> {
                 .filter(|p| !p.ready())
                 .map(|p| p.backend_name())
                 .collect();
-            if waiting.is_empty() && !gateway.is_draining() {
+            let saturated = gateway.connections().saturated();
+            if waiting.is_empty() && !gateway.is_draining() && !saturated {
                 text(StatusCode::OK, "text/plain", "ready\n".into())
             } else if gateway.is_draining() {
                 text(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "text/plain",
                     "draining\n".into(),
+                )
+            } else if saturated {
+                // Every connection has a request in flight: a new client would be refused.
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    "saturated: every connection is busy\n".into(),
                 )
             } else {
                 text(
@@ -83,6 +91,11 @@ fn answer(gateway: &Gateway, request: &Request<Incoming>) -> Response<Body> {
                 "running_calls": gateway.running_calls(),
                 "forwarding": gateway.forwarding(),
                 "listens": gateway.open_listens(),
+                "connections": {
+                    "open": gateway.connections().open(),
+                    "max": gateway.connections().max(),
+                    "saturated": gateway.connections().saturated(),
+                },
                 "draining": gateway.is_draining(),
                 "backends": backends,
             });

@@ -22,6 +22,7 @@
 pub mod admin;
 pub mod authn;
 pub mod body;
+pub mod connections;
 pub mod dispatch;
 pub mod drain;
 pub mod listen;
@@ -159,6 +160,8 @@ pub struct Gateway {
     /// A child of `shutdown`, cancelled when the drain ends: every call still unanswered gets
     /// its ending (`GatewayError::ShutDown`). Behind an `Arc`, as the drain token is.
     calls_end: Arc<CancellationToken>,
+    /// The MCP listener's open connections.
+    connections: Arc<connections::Connections>,
 }
 
 impl Gateway {
@@ -253,6 +256,10 @@ impl Gateway {
             );
             routes.insert(route.config.path.clone(), (route, stack));
         }
+        let connections = Arc::new(connections::Connections::new(
+            config.server.max_connections,
+            metrics.clone(),
+        ));
         Ok(Arc::new(Self {
             routes,
             pools: pools.into_values().collect(),
@@ -263,6 +270,7 @@ impl Gateway {
             shutdown,
             drain,
             calls_end,
+            connections,
         }))
     }
 
@@ -291,6 +299,10 @@ impl Gateway {
 
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
+    }
+
+    pub fn connections(&self) -> &Arc<connections::Connections> {
+        &self.connections
     }
 
     pub fn is_draining(&self) -> bool {

@@ -1,7 +1,9 @@
 //! Listeners, start and stop. The MCP listener serves each connection with hyper and the
-//! gateway's routes; at most `server.max_connections` are open at once. The cap is on
-//! connections, which tower's limits (on requests, and waiting rather than refusing) do not
-//! cover: past it a connection is closed at accept; header reads are bounded by hyper. Stopping drains first:
+//! gateway's routes, admitted by [`super::connections::Connections`]: at most
+//! `server.max_connections` open at once (at the limit the longest-idle one makes room), each
+//! closed if it sends nothing within `server.first_byte_timeout`. Tower's limits (on requests,
+//! and waiting rather than refusing) do not cover connections. Header reads are bounded by
+//! hyper. Stopping drains first:
 //! the listener stays open, new calls get 503 and retries of held calls are still served until
 //! nothing is held or running, or the drain timeout; then held calls end, backend sessions
 //! close, and open connections get a short grace to finish writing.
@@ -21,6 +23,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
+use super::connections::Tracked;
 use super::{admin, Gateway};
 use crate::auth::AuthError;
 use crate::config::{Config, ConfigError};
@@ -111,7 +114,7 @@ pub async fn start(config: &Config) -> Result<RunningGateway, StartError> {
         listener,
         gateway.clone(),
         config.server.drain_timeout,
-        config.server.max_connections,
+        config.server.first_byte_timeout,
     ));
     tracing::info!(%local_addr, routes = ?config.routes.iter().map(|r| &r.path).collect::<Vec<_>>(), "mrtr-gateway listening");
     let side_tasks = TaskTracker::new();
@@ -144,9 +147,9 @@ async fn serve(
     listener: TcpListener,
     gateway: Arc<Gateway>,
     drain_timeout: Duration,
-    max_connections: usize,
+    first_byte_timeout: Duration,
 ) {
-    let connection_slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let open = gateway.connections().clone();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -177,25 +180,52 @@ async fn serve(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => {
-                    let Ok(slot) = connection_slots.clone().try_acquire_owned() else {
-                        tracing::warn!(max_connections, "connection refused: too many open connections");
+                    let Some(admitted) = open.admit().await else {
+                        tracing::warn!(max_connections = open.max(), "connection refused: every connection is busy");
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
+                    let activity = admitted.activity.clone();
                     let gateway = gateway.clone();
                     let service = hyper::service::service_fn(move |request| {
                         let gateway = gateway.clone();
-                        async move { Ok::<_, Infallible>(gateway.handle(request).await) }
-                    });
-                    let connection = builder
-                        .serve_connection(TokioIo::new(stream), service)
-                        .into_owned();
-                    let connection = graceful.watch(connection);
-                    connections.spawn(async move {
-                        if let Err(e) = connection.await {
-                            tracing::debug!(error = %e, "connection ended with an error");
+                        let in_flight = activity.request_started();
+                        async move {
+                            let response = gateway.handle(request).await;
+                            Ok::<_, Infallible>(response.map(|body| Tracked::new(body, in_flight)))
                         }
-                        drop(slot);
+                    });
+                    let builder = builder.clone();
+                    let watcher = graceful.watcher();
+                    let open = open.clone();
+                    connections.spawn(async move {
+                        let activity = admitted.activity.clone();
+                        // A connection that never speaks is closed, and so is one evicted
+                        // while waiting.
+                        let mut first = [0u8; 1];
+                        tokio::select! {
+                            peeked = tokio::time::timeout(first_byte_timeout, stream.peek(&mut first)) => {
+                                if !matches!(peeked, Ok(Ok(n)) if n > 0) {
+                                    if peeked.is_err() {
+                                        open.silent();
+                                    }
+                                    return;
+                                }
+                            }
+                            () = activity.closed() => return,
+                        }
+                        let connection = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .into_owned();
+                        tokio::select! {
+                            served = watcher.watch(connection) => {
+                                if let Err(e) = served {
+                                    tracing::debug!(error = %e, "connection ended with an error");
+                                }
+                            }
+                            () = activity.closed() => {}
+                        }
+                        drop(admitted);
                     });
                 }
                 Err(e) => {

@@ -468,3 +468,89 @@ mod misbehaving_http_backend {
         server.abort();
     }
 }
+
+/// The gateway's `host:port` from its MCP URL.
+fn address_of(url: &str) -> String {
+    url.trim_start_matches("http://")
+        .split('/')
+        .next()
+        .expect("an address")
+        .to_string()
+}
+
+/// Connections that never send a byte cannot lock clients out: at `max_connections` the one
+/// idle the longest is closed for a new client, who is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_connections_cannot_lock_clients_out() {
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        c.server.max_connections = 8;
+        // Long: eviction, not the first-byte deadline, makes the room here.
+        c.server.first_byte_timeout = Duration::from_secs(60);
+    })
+    .await;
+    let address = address_of(&h.url);
+    let mut silent = Vec::new();
+    for _ in 0..8 {
+        silent.push(
+            tokio::net::TcpStream::connect(&address)
+                .await
+                .expect("connects"),
+        );
+    }
+    let gateway = h.gateway.as_ref().expect("running").gateway().clone();
+    for _ in 0..100 {
+        if gateway.connections().open() == 8 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(gateway.connections().open(), 8, "every place taken");
+    assert!(!gateway.connections().saturated(), "but none of them busy");
+    for id in 1..=3 {
+        let answer = post_raw(
+            &h.url,
+            &tool_call(id, "echo", json!({"text": "still served"}), &no_caps()),
+        )
+        .await;
+        assert_eq!(answer.result_type(), Some("complete"), "{}", answer.body);
+    }
+    let metrics = gateway.metrics().render();
+    assert!(
+        metrics.contains("mrtr_connection_closes_total{reason=\"evicted\"}"),
+        "{metrics}"
+    );
+    drop(silent);
+    h.stop().await;
+}
+
+/// A connection that sends nothing within `first_byte_timeout` is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_never_speaks_is_closed() {
+    use tokio::io::AsyncReadExt;
+
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        c.server.first_byte_timeout = Duration::from_millis(200);
+    })
+    .await;
+    let mut silent = tokio::net::TcpStream::connect(address_of(&h.url))
+        .await
+        .expect("connects");
+    let mut buffer = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(5), silent.read(&mut buffer)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "closed by the gateway: {read:?}"
+    );
+    let metrics = h
+        .gateway
+        .as_ref()
+        .expect("running")
+        .gateway()
+        .metrics()
+        .render();
+    assert!(
+        metrics.contains("mrtr_connection_closes_total{reason=\"silent\"} 1"),
+        "{metrics}"
+    );
+    h.stop().await;
+}

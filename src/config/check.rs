@@ -26,6 +26,9 @@ pub(super) fn check_server(server: &ServerConfig) -> Result<(), ConfigError> {
     if server.max_connections == 0 {
         return Err(invalid("server.max_connections", "must be at least 1"));
     }
+    if server.stream_after < Duration::from_millis(100) {
+        return Err(invalid("server.stream_after", "must be at least 100ms"));
+    }
     if server.first_byte_timeout.is_zero() {
         return Err(invalid(
             "server.first_byte_timeout",

@@ -32,6 +32,9 @@ pub(super) fn body_read_timeout() -> Duration {
 pub(super) fn max_connections() -> usize {
     4096
 }
+pub(super) fn stream_after() -> Duration {
+    Duration::from_secs(5)
+}
 pub(super) fn first_byte_timeout() -> Duration {
     Duration::from_secs(10)
 }
@@ -125,6 +128,7 @@ impl Default for ServerConfig {
             max_listens_per_principal: max_listens_per_principal(),
             max_connections: max_connections(),
             first_byte_timeout: first_byte_timeout(),
+            stream_after: stream_after(),
             drain_timeout: drain_timeout(),
         }
     }

@@ -191,6 +191,10 @@ pub struct ServerConfig {
     /// new one; with none idle the new one is closed at once.
     #[serde(default = "defaults::max_connections")]
     pub max_connections: usize,
+    /// A call with no answer yet after this long is answered as an SSE stream: keep-alive
+    /// comments, then the answer, so that proxies with idle timeouts do not cut it.
+    #[serde(default = "defaults::stream_after", with = "humantime_serde")]
+    pub stream_after: Duration,
     /// Longest a new connection may stay silent before its first byte; then it is closed.
     #[serde(default = "defaults::first_byte_timeout", with = "humantime_serde")]
     pub first_byte_timeout: Duration,

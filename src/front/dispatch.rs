@@ -15,7 +15,7 @@ use tower::Service;
 
 use super::authn::Principal;
 use super::listen::Listens;
-use super::reply::{error_response, json_response, labeled, Body, Reply};
+use super::reply::{answer_early, error_response, json_response, labeled, Body, Reply};
 use super::request::{Field, McpRequest};
 use super::route::Route;
 use super::translate;
@@ -32,6 +32,8 @@ pub struct Dispatch {
     pub listens: Arc<Listens>,
     /// Between SSE keep-alive comments.
     pub keep_alive: Duration,
+    /// A forwarded call with no answer after this long is answered as SSE (`server.stream_after`).
+    pub stream_after: Duration,
     /// Cancelled when the drain ends: a call still waiting for its first answer is answered
     /// [`GatewayError::ShutDown`], and a streaming one gets it as its last event.
     pub calls_end: Arc<CancellationToken>,
@@ -48,10 +50,11 @@ impl Service<Request<McpRequest>> for Dispatch {
 
     fn call(&mut self, request: Request<McpRequest>) -> Self::Future {
         let dispatch = self.clone();
-        Box::pin(async move {
+        let (stream_after, keep_alive) = (self.stream_after, self.keep_alive);
+        let method = request.body().method;
+        let answer = async move {
             let (mut parts, request) = request.into_parts();
             let id = request.id.clone();
-            let method = request.method;
             // The authentication layer below which this service runs always sets it.
             let answer = match parts.extensions.remove::<Principal>() {
                 Some(Principal(principal)) => {
@@ -59,14 +62,22 @@ impl Service<Request<McpRequest>> for Dispatch {
                 }
                 None => Err(GatewayError::Internal("no principal".into())),
             };
-            Ok(answer.unwrap_or_else(|error| {
+            answer.unwrap_or_else(|error| {
                 let outcome = if error.http_status().is_client_error() {
                     "rejected"
                 } else {
                     "error"
                 };
                 labeled(error_response(Some(id), &error), method, outcome)
-            }))
+            })
+        };
+        Box::pin(async move {
+            if method.is_forwarded() {
+                // A call silent past `stream_after` streams keep-alives until it answers.
+                Ok(answer_early(answer, method, stream_after, keep_alive).await)
+            } else {
+                Ok(answer.await)
+            }
         })
     }
 }

@@ -138,6 +138,7 @@ fn route_stack(
             bridge: bridge.clone(),
             listens: listens.clone(),
             keep_alive: server.sse_keep_alive,
+            stream_after: server.stream_after,
             calls_end: calls_end.clone(),
         });
     RouteService::new(stack)

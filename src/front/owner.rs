@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::{BoxFuture, Either};
-use futures_util::{stream, StreamExt};
+use futures_util::stream;
 use http::header::HOST;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -38,7 +38,7 @@ use hyper::body::Frame;
 use tower::{Layer, Service};
 
 use super::authn::Principal;
-use super::reply::{error_response, labeled, sse_event, sse_frame, sse_response, Body, KEEP_ALIVE};
+use super::reply::{answer_early, error_response, labeled, sse_frame, Body};
 use super::request::{Field, McpRequest};
 use crate::config::FleetConfig;
 use crate::error::{GatewayError, StateRejection};
@@ -284,61 +284,6 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     }
 }
 
-/// A forwarded retry's answer: as it is when it comes within half of the peer timeout, else an
-/// SSE stream started at once (keep-alive comments, then the answer as its one event, or the
-/// answer's own SSE events).
-async fn answer_early(
-    answer: impl std::future::Future<Output = Response<Body>> + Send + 'static,
-    method: crate::protocol::Method,
-    fleet: Arc<Fleet>,
-) -> Response<Body> {
-    let mut answer = Box::pin(answer);
-    tokio::select! {
-        response = &mut answer => return response,
-        _ = tokio::time::sleep(fleet.peer_timeout / 2) => {}
-    }
-    enum Relay {
-        Waiting(BoxFuture<'static, Response<Body>>, tokio::time::Interval),
-        Streaming(Body),
-    }
-    let keep_alive_frame = || Ok(Frame::data(Bytes::from_static(KEEP_ALIVE)));
-    let mut keep_alive = tokio::time::interval(fleet.keep_alive);
-    keep_alive.reset();
-    let first = stream::once(async move { keep_alive_frame() });
-    let rest = stream::unfold(
-        Some(Relay::Waiting(answer, keep_alive)),
-        move |relay| async move {
-            match relay? {
-                Relay::Waiting(mut answer, mut keep_alive) => tokio::select! {
-                    response = &mut answer => {
-                        let event_stream = is_event_stream(response.headers());
-                        let mut body = response.into_body();
-                        if event_stream {
-                            // Its own events follow.
-                            let frame = body.frame().await?;
-                            return Some((frame, Some(Relay::Streaming(body))));
-                        }
-                        match body.collect().await {
-                            Ok(message) => Some((Ok(Frame::data(sse_event(&message.to_bytes()))), None)),
-                            Err(error) => Some((Err(error), None)),
-                        }
-                    }
-                    _ = keep_alive.tick() => Some((keep_alive_frame(), Some(Relay::Waiting(answer, keep_alive)))),
-                },
-                Relay::Streaming(mut body) => {
-                    let frame = body.frame().await?;
-                    Some((frame, Some(Relay::Streaming(body))))
-                }
-            }
-        },
-    );
-    sse_response(
-        StreamBody::new(first.chain(rest)).boxed_unsync(),
-        method,
-        "stream",
-    )
-}
-
 /// Puts the owner check in front of dispatch; without `[fleet]` every request passes.
 #[derive(Clone)]
 pub struct OwnerLayer {
@@ -408,7 +353,10 @@ where
                         let Ok(response) = answer.await;
                         response
                     };
-                    Ok(answer_early(answer, method, fleet).await)
+                    Ok(
+                        answer_early(answer, method, fleet.peer_timeout / 2, fleet.keep_alive)
+                            .await,
+                    )
                 }))
             }
             Location::Here => Either::Left(self.inner.call(request)),
@@ -459,7 +407,8 @@ fn refuse(request: &Request<McpRequest>, why: &str, to_forwarder: bool) -> Answe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::front::reply::{full, json_response};
+    use crate::front::reply::{full, json_response, KEEP_ALIVE};
+    use futures_util::StreamExt;
     use http::header::CONTENT_TYPE;
     use http::StatusCode;
     use serde_json::json;
@@ -480,6 +429,20 @@ mod tests {
         )
     }
 
+    /// `answer_early` as the owner calls it, for a fleet with a 2 s peer timeout.
+    async fn early(
+        answer: impl std::future::Future<Output = Response<Body>> + Send + 'static,
+    ) -> Response<Body> {
+        let fleet = fleet(&[]);
+        answer_early(
+            answer,
+            crate::protocol::Method::ToolsCall,
+            fleet.peer_timeout / 2,
+            fleet.keep_alive,
+        )
+        .await
+    }
+
     async fn body_text(response: Response<Body>) -> String {
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
         String::from_utf8(bytes.to_vec()).unwrap()
@@ -491,7 +454,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(900)).await;
             json_response(StatusCode::BAD_REQUEST, &json!({"id": 1}))
         };
-        let response = answer_early(answer, crate::protocol::Method::ToolsCall, fleet(&[])).await;
+        let response = early(answer).await;
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
         assert_eq!(body_text(response).await, r#"{"id":1}"#);
     }
@@ -502,7 +465,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(2000)).await;
             json_response(StatusCode::OK, &json!({"id": 1}))
         };
-        let response = answer_early(answer, crate::protocol::Method::ToolsCall, fleet(&[])).await;
+        let response = early(answer).await;
         assert_eq!(response.headers()[CONTENT_TYPE], "text/event-stream");
         let text = body_text(response).await;
         // One comment at the head, one per 400 ms until the answer at 2 s (1 s after the head).
@@ -522,7 +485,7 @@ mod tests {
                 .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
             response
         };
-        let response = answer_early(answer, crate::protocol::Method::ToolsCall, fleet(&[])).await;
+        let response = early(answer).await;
         assert_eq!(
             body_text(response).await,
             ": keep-alive\n\nevent: message\ndata: {\"a\":1}\n\n"

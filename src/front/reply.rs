@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use futures_util::{stream, StreamExt};
 use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, Response, StatusCode};
@@ -21,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::route::Route;
 use super::translate;
 use crate::error::GatewayError;
+use crate::http_client::is_event_stream;
 use crate::jsonrpc;
 use crate::metrics::Metrics;
 use crate::mrtr::inputs::InputKind;
@@ -297,6 +299,62 @@ impl Reply {
         });
         sse_response(StreamBody::new(frames).boxed_unsync(), method, "stream")
     }
+}
+
+/// An answer as it is when it comes within `after`, else an SSE stream started then:
+/// keep-alive comments every `keep_alive`, then the answer as its one event, or the answer's own
+/// SSE events. Proxies and peers that cut a silent response wait for it then.
+pub async fn answer_early(
+    answer: impl std::future::Future<Output = Response<Body>> + Send + 'static,
+    method: Method,
+    after: Duration,
+    keep_alive: Duration,
+) -> Response<Body> {
+    let mut answer = Box::pin(answer);
+    tokio::select! {
+        response = &mut answer => return response,
+        _ = tokio::time::sleep(after) => {}
+    }
+    enum Relay {
+        Waiting(BoxFuture<'static, Response<Body>>, tokio::time::Interval),
+        Streaming(Body),
+    }
+    let keep_alive_frame = || Ok(Frame::data(Bytes::from_static(KEEP_ALIVE)));
+    let mut keep_alive = tokio::time::interval(keep_alive);
+    keep_alive.reset();
+    let first = stream::once(async move { keep_alive_frame() });
+    let rest = stream::unfold(
+        Some(Relay::Waiting(answer, keep_alive)),
+        move |relay| async move {
+            match relay? {
+                Relay::Waiting(mut answer, mut keep_alive) => tokio::select! {
+                    response = &mut answer => {
+                        let event_stream = is_event_stream(response.headers());
+                        let mut body = response.into_body();
+                        if event_stream {
+                            // Its own events follow.
+                            let frame = body.frame().await?;
+                            return Some((frame, Some(Relay::Streaming(body))));
+                        }
+                        match body.collect().await {
+                            Ok(message) => Some((Ok(Frame::data(sse_event(&message.to_bytes()))), None)),
+                            Err(error) => Some((Err(error), None)),
+                        }
+                    }
+                    _ = keep_alive.tick() => Some((keep_alive_frame(), Some(Relay::Waiting(answer, keep_alive)))),
+                },
+                Relay::Streaming(mut body) => {
+                    let frame = body.frame().await?;
+                    Some((frame, Some(Relay::Streaming(body))))
+                }
+            }
+        },
+    );
+    sse_response(
+        StreamBody::new(first.chain(rest)).boxed_unsync(),
+        method,
+        "stream",
+    )
 }
 
 /// A round handed to a client: counted per route, and its questions per kind.

@@ -554,3 +554,39 @@ async fn a_connection_that_never_speaks_is_closed() {
     );
     h.stop().await;
 }
+
+/// A call that has not answered within `stream_after` is answered as SSE: keep-alive comments
+/// while it runs, so that a proxy's idle timeout does not cut it, then its result as an event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_call_streams_keep_alives_until_it_answers() {
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        c.server.stream_after = Duration::from_millis(300);
+        c.server.sse_keep_alive = Duration::from_millis(100);
+    })
+    .await;
+    let quick = post_raw(
+        &h.url,
+        &tool_call(1, "echo", json!({"text": "fast"}), &no_caps()),
+    )
+    .await;
+    assert_eq!(quick.content_type(), Some("application/json"));
+    let slow = post_raw(
+        &h.url,
+        &tool_call(2, "sleep", json!({"ms": 1200}), &no_caps()),
+    )
+    .await;
+    assert_eq!(slow.status, 200);
+    assert_eq!(
+        slow.content_type(),
+        Some("text/event-stream"),
+        "{}",
+        slow.body
+    );
+    assert!(
+        slow.body.matches(": keep-alive").count() >= 3,
+        "keep-alives while it ran: {}",
+        slow.body
+    );
+    assert_eq!(result_text(&slow), "Slept 1200 ms.");
+    h.stop().await;
+}

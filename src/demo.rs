@@ -51,8 +51,14 @@ pub enum DemoError {
 
 /// Serves [`DemoServer`] over stdin/stdout until the client disconnects.
 pub async fn run_stdio() -> Result<(), DemoError> {
+    // Lines as long as the gateway writes (rmcp's default is a quarter of that).
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    )
+    .with_max_line_length(crate::backend::STDIO_MAX_LINE_BYTES);
     let running = DemoServer::new()
-        .serve(rmcp::transport::stdio())
+        .serve(transport)
         .await
         .map_err(|error| DemoError::Start(Box::new(error)))?;
     running.waiting().await?;

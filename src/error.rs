@@ -118,6 +118,9 @@ pub enum GatewayError {
     BadState { reason: StateRejection },
     #[error("Request body exceeds {limit} bytes")]
     BodyTooLarge { limit: usize },
+    /// Larger than the backend takes (`max_message_bytes`): never sent.
+    #[error("Request too large for backend {backend}: it takes messages of at most {limit} bytes")]
+    TooLargeForBackend { backend: String, limit: usize },
     #[error("Forbidden: {0}")]
     Forbidden(String),
     #[error("Unauthorized: {0}")]
@@ -262,7 +265,9 @@ impl GatewayError {
             | Self::UnsupportedVersion { .. }
             | Self::BadState { .. } => StatusCode::BAD_REQUEST,
             Self::MethodNotFound { .. } => StatusCode::NOT_FOUND,
-            Self::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTooLarge { .. } | Self::TooLargeForBackend { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
@@ -315,7 +320,10 @@ impl GatewayError {
             Self::Unauthorized(m) => {
                 JsonRpcError::new(codes::INVALID_REQUEST, format!("Unauthorized: {m}"))
             }
-            Self::BodyTooLarge { .. } | Self::MethodNotAllowed | Self::RequestTimeout(_) => {
+            Self::BodyTooLarge { .. }
+            | Self::TooLargeForBackend { .. }
+            | Self::MethodNotAllowed
+            | Self::RequestTimeout(_) => {
                 JsonRpcError::new(codes::INVALID_REQUEST, self.to_string())
             }
             Self::MethodNotFound { method, data } => {

@@ -270,6 +270,11 @@ impl Pool {
         self.inner.spec.config.request_timeout
     }
 
+    /// The largest message this backend takes (`max_message_bytes`, or the transport's default).
+    pub fn message_limit(&self) -> Option<usize> {
+        self.inner.spec.config.message_limit()
+    }
+
     pub fn backend_name(&self) -> &str {
         &self.inner.spec.name
     }

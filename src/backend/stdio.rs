@@ -19,8 +19,6 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 use super::{BackendError, BackendSpec, Outbox, TransportEvent};
 use crate::sync::LockRecovered;
 
-/// Longest line accepted from a backend's stdout.
-const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// How long a child gets after stdin EOF, and again after SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_millis(1500);
 
@@ -76,7 +74,7 @@ impl StdioTransport {
 
         let backend = spec.name.clone();
         tasks.spawn(async move {
-            let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
+            let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(super::STDIO_MAX_LINE_BYTES));
             let reason = loop {
                 match lines.next().await {
                     Some(Ok(line)) => {

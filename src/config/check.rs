@@ -169,6 +169,7 @@ pub(super) fn check_backends(
         check_transport(&key, backend)?;
         check_headers(&key, backend)?;
         check_pool(&key, backend)?;
+        check_message_limit(&key, backend)?;
         for (i, root) in backend.static_roots.iter().enumerate() {
             if !root.uri.starts_with("file://") {
                 return Err(invalid(
@@ -240,6 +241,16 @@ fn check_headers(key: &str, backend: &BackendConfig) -> Result<(), ConfigError> 
         http::HeaderValue::from_str(v).map_err(|_| invalid(&hkey, "not a valid header value"))?;
     }
     Ok(())
+}
+
+fn check_message_limit(key: &str, backend: &BackendConfig) -> Result<(), ConfigError> {
+    match backend.max_message_bytes {
+        Some(limit) if limit < 1024 => Err(invalid(
+            format!("{key}.max_message_bytes"),
+            "must be at least 1024",
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn check_pool(key: &str, backend: &BackendConfig) -> Result<(), ConfigError> {

@@ -32,6 +32,8 @@ pub(super) fn body_read_timeout() -> Duration {
 pub(super) fn max_connections() -> usize {
     4096
 }
+/// The line limit of common SDKs' stdio transports (rmcp's, for one).
+pub(super) const STDIO_MESSAGE_LIMIT: usize = 16 * 1024 * 1024;
 pub(super) fn stream_after() -> Duration {
     Duration::from_secs(5)
 }

@@ -294,6 +294,23 @@ pub struct BackendConfig {
     /// sent that relies on them: servers may apply roots asynchronously.
     #[serde(default = "defaults::roots_settle", with = "humantime_serde")]
     pub roots_settle: Duration,
+    /// The largest message the backend takes. A request larger than this is refused (413)
+    /// before anything reaches the backend, which would otherwise drop it and leave the call
+    /// waiting for `request_timeout`. Unset: 16 MiB over stdio (the line limit of common SDKs),
+    /// no limit over HTTP (the server answers for itself).
+    #[serde(default)]
+    pub max_message_bytes: Option<usize>,
+}
+
+impl BackendConfig {
+    /// `max_message_bytes`, or its default for the transport.
+    pub fn message_limit(&self) -> Option<usize> {
+        match (self.max_message_bytes, self.transport) {
+            (Some(limit), _) => Some(limit),
+            (None, TransportKind::Stdio) => Some(defaults::STDIO_MESSAGE_LIMIT),
+            (None, TransportKind::Http) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize, Deserialize)]
@@ -381,6 +398,8 @@ impl Config {
                 request_timeout: defaults::request_timeout(),
                 init_timeout: defaults::init_timeout(),
                 roots_settle: defaults::roots_settle(),
+                // The demo reads lines as long as the gateway writes.
+                max_message_bytes: Some(crate::backend::STDIO_MAX_LINE_BYTES),
             },
         );
         Self {

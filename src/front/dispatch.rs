@@ -145,8 +145,18 @@ impl Dispatch {
             mut scope,
             trace_headers,
             params,
+            body,
             ..
         } = request;
+        // The backend would drop it and leave the call waiting for `request_timeout`.
+        if let Some(limit) = self.route.pool.message_limit() {
+            if body.len() > limit {
+                return Err(GatewayError::TooLargeForBackend {
+                    backend: self.route.pool.backend_name().to_string(),
+                    limit,
+                });
+            }
+        }
         let continuation = if method.is_interruptible() {
             let answers = match input_responses {
                 Field::Absent => Map::new(),

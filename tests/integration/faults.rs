@@ -590,3 +590,58 @@ async fn a_long_call_streams_keep_alives_until_it_answers() {
     assert_eq!(result_text(&slow), "Slept 1200 ms.");
     h.stop().await;
 }
+
+/// A request larger than a stdio backend takes (16 MiB by default, rmcp's line limit) is
+/// refused at once with 413, and nothing reaches the backend, which would drop it silently and
+/// leave the call waiting for `request_timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_larger_than_the_backend_takes_is_refused_at_once() {
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        c.server.max_body_bytes = 32 * 1024 * 1024;
+    })
+    .await;
+    let big = "x".repeat(17 * 1024 * 1024);
+    let exchange = post_raw(
+        &h.url,
+        &tool_call(1, "echo", json!({ "text": big }), &no_caps()),
+    )
+    .await;
+    let error = assert_rpc_error(&exchange, 413, -32600);
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("16777216 bytes")),
+        "{error}"
+    );
+    assert_eq!(h.backend_method_count("tools/call"), 0);
+    h.stop().await;
+}
+
+/// The demo backend reads lines as long as the gateway writes: a 20 MiB call is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_backend_takes_what_the_gateway_sends() {
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        c.server.max_body_bytes = 32 * 1024 * 1024;
+        let demo = c.legacy();
+        demo.command = Some(env!("CARGO_BIN_EXE_mrtr-gateway").into());
+        demo.args = vec!["demo-backend".into()];
+        demo.max_message_bytes = Some(64 * 1024 * 1024);
+        // A demo that dropped the line would leave the call waiting this long.
+        demo.request_timeout = Duration::from_secs(20);
+    })
+    .await;
+    let big = "y".repeat(20 * 1024 * 1024);
+    let exchange = post_raw(
+        &h.url,
+        &tool_call(1, "echo", json!({ "text": big }), &no_caps()),
+    )
+    .await;
+    assert_eq!(
+        exchange.result_type(),
+        Some("complete"),
+        "{}",
+        &exchange.body[..200.min(exchange.body.len())]
+    );
+    assert_eq!(result_text(&exchange).len(), big.len());
+    h.stop().await;
+}

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
@@ -16,6 +16,11 @@ pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<B
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("TLS setup failed: {0}")]
 pub struct TlsSetupError(#[source] rustls::Error);
+
+/// How long an idle pooled connection is kept, and how many per host at most. After a burst,
+/// thousands of idle connections (each with its buffers) would otherwise hold memory.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+const POOL_MAX_IDLE_PER_HOST: usize = 128;
 
 pub fn new_client() -> Result<HttpClient, TlsSetupError> {
     let mut tcp = HttpConnector::new();
@@ -29,7 +34,11 @@ pub fn new_client() -> Result<HttpClient, TlsSetupError> {
         .enable_http1()
         .wrap_connector(tcp);
     Ok(Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(90))
+        // Without a timer, hyper drops an expired idle connection only when the host is asked
+        // for another one: after a burst nobody asks.
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .pool_max_idle_per_host(POOL_MAX_IDLE_PER_HOST)
         .build(connector))
 }
 

@@ -1,5 +1,5 @@
 //! `mrtr-bench`, the gateway's macro benchmark:
-//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6]`.
+//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6,m7]`.
 //!
 //! Everything runs on loopback, every loop is bounded by a duration or a count, and every
 //! process the benchmark starts is stopped by its PID when its guard is dropped.
@@ -15,7 +15,7 @@
 //! - `rounds.rs`: one elicitation exchange through the gateway and natively;
 //! - `load.rs`: the load drivers and their latency histograms;
 //! - `m1_passthrough.rs`, `m2_elicitation.rs`, `m3_capacity.rs`, `m4_stdio_pool.rs`,
-//!   `m5_roots.rs`, `m6_forwarded.rs`: the scenarios;
+//!   `m5_roots.rs`, `m6_forwarded.rs`, `m7_bursts.rs`: the scenarios;
 //! - `report.rs` and `chart.rs`: the Markdown tables and `m1.svg`.
 //!
 //! `--smoke` runs every scenario with tiny sizes (well under a minute) and exits non-zero if any
@@ -32,6 +32,7 @@ mod m3_capacity;
 mod m4_stdio_pool;
 mod m5_roots;
 mod m6_forwarded;
+mod m7_bursts;
 mod procs;
 mod report;
 mod roots_backend;
@@ -51,7 +52,7 @@ use report::Findings;
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const USAGE: &str =
-    "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6]";
+    "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6,m7]";
 const DEFAULT_OUT_DIR: &str = "target/mrtr-bench";
 
 struct Options {
@@ -69,6 +70,7 @@ struct Scenarios {
     m4: bool,
     m5: bool,
     m6: bool,
+    m7: bool,
 }
 
 impl Scenarios {
@@ -79,6 +81,7 @@ impl Scenarios {
         m4: true,
         m5: true,
         m6: true,
+        m7: true,
     };
 
     fn parse(list: &str) -> Result<Self, String> {
@@ -89,6 +92,7 @@ impl Scenarios {
             m4: false,
             m5: false,
             m6: false,
+            m7: false,
         };
         for name in list.split(',').map(str::trim) {
             match name.to_ascii_lowercase().as_str() {
@@ -98,6 +102,7 @@ impl Scenarios {
                 "m4" => chosen.m4 = true,
                 "m5" => chosen.m5 = true,
                 "m6" => chosen.m6 = true,
+                "m7" => chosen.m7 = true,
                 other => return Err(format!("--only: unknown scenario {other:?}\n{USAGE}")),
             }
         }
@@ -192,6 +197,7 @@ struct Plan {
     m4: m4_stdio_pool::Settings,
     m5: m5_roots::Settings,
     m6: m6_forwarded::Settings,
+    m7: m7_bursts::Settings,
 }
 
 impl Plan {
@@ -223,6 +229,14 @@ impl Plan {
                     warmup: 2,
                     exchanges: 20,
                 },
+                m7: m7_bursts::Settings {
+                    waves: 1,
+                    rounds: 100,
+                    open_concurrency: 32,
+                    held_ttl_s: 1,
+                    settle: Duration::from_secs(2),
+                    sample_every: Duration::from_secs(1),
+                },
             }
         } else {
             Self {
@@ -249,6 +263,14 @@ impl Plan {
                 m6: m6_forwarded::Settings {
                     warmup: 50,
                     exchanges: 2_000,
+                },
+                m7: m7_bursts::Settings {
+                    waves: 3,
+                    rounds: 5_000,
+                    open_concurrency: 64,
+                    held_ttl_s: 5,
+                    settle: Duration::from_secs(60),
+                    sample_every: Duration::from_secs(5),
                 },
             }
         }
@@ -339,6 +361,15 @@ async fn run(options: Options) -> ExitCode {
             Err(error) => findings
                 .failures
                 .push(format!("M6 did not complete: {error}")),
+        }
+    }
+    if scenarios.m7 {
+        eprintln!("mrtr-bench: M7 memory after bursts");
+        match m7_bursts::run(&plan.m7).await {
+            Ok(results) => findings.m7 = Some(results),
+            Err(error) => findings
+                .failures
+                .push(format!("M7 did not complete: {error}")),
         }
     }
     findings.notes.push(format!(
@@ -473,6 +504,11 @@ fn collect_request_errors(findings: &mut Findings) {
     if let Some(m6) = &findings.m6 {
         failed.push(("M6 local retries".to_owned(), &m6.local));
         failed.push(("M6 forwarded retries".to_owned(), &m6.forwarded));
+    }
+    if let Some(m7) = &findings.m7 {
+        for (n, wave) in m7.waves.iter().enumerate() {
+            failed.push((format!("M7 wave {}", n + 1), &wave.opened));
+        }
     }
     let lines: Vec<String> = failed
         .into_iter()

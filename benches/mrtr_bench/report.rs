@@ -12,6 +12,7 @@ use crate::m3_capacity::Row as M3Row;
 use crate::m4_stdio_pool::{median, Results as M4Results};
 use crate::m5_roots::{Row as M5Row, CONFIGURED_ROOT, STATIC_ROOT};
 use crate::m6_forwarded::{Results as M6Results, GOAL_P50_ADDED_US};
+use crate::m7_bursts::Results as M7Results;
 use crate::procs::{gateway_version, nginx_version, NGINX_WORKERS};
 
 /// Everything measured in one run.
@@ -25,6 +26,7 @@ pub struct Findings {
     pub m4: Option<M4Results>,
     pub m5: Vec<M5Row>,
     pub m6: Option<M6Results>,
+    pub m7: Option<M7Results>,
     /// Remarks worth reading next to the numbers (skipped targets, settings).
     pub notes: Vec<String>,
     /// What failed: scenarios that could not run, and request errors.
@@ -88,6 +90,9 @@ pub fn tables(findings: &Findings) -> String {
     m5_table(&mut out, &findings.m5);
     if let Some(m6) = &findings.m6 {
         m6_table(&mut out, m6);
+    }
+    if let Some(m7) = &findings.m7 {
+        m7_table(&mut out, m7);
     }
     if !findings.notes.is_empty() {
         out.push_str("## Notes\n\n");
@@ -377,6 +382,48 @@ fn m6_table(out: &mut String, m6: &M6Results) {
         m6.forwarded_by_b
             .map_or_else(|| "n/a".to_owned(), |n| n.to_string()),
         m6.forwarded_succeeded,
+    );
+}
+
+fn m7_table(out: &mut String, m7: &M7Results) {
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    let _ = writeln!(
+        out,
+        "## M7: memory after bursts\n\n\
+         One gateway in front of the fast backend, `held_ttl = \"{}s\"`. Each wave opens {} \
+         elicitation rounds (64 at a time) that nobody retries, and waits until all of them have \
+         expired. Resident memory (VmRSS) of the gateway, baseline {:.1} MiB before the first \
+         wave:\n\n\
+         | wave | rounds opened | errors | peak (MiB) | once expired (MiB) |\n\
+         |---:|---:|---:|---:|---:|",
+        m7.held_ttl_s,
+        m7.rounds,
+        mib(m7.baseline_kib)
+    );
+    for (n, wave) in m7.waves.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.1} | {:.1} |",
+            n + 1,
+            wave.opened.completed,
+            wave.opened.errors,
+            mib(wave.peak_kib),
+            mib(wave.expired_kib)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nAfter the last wave expired:\n\n| after | RSS (MiB) |\n|---:|---:|"
+    );
+    for (after, kib) in &m7.settling {
+        let _ = writeln!(out, "| {:.0} s | {:.1} |", after.as_secs_f64(), mib(*kib));
+    }
+    let _ = writeln!(
+        out,
+        "\nSettled at {:.2}× the baseline (goal: within 2× a minute after the last expiry). \
+         The gateway's `/status` then: `{}`.\n",
+        m7.settled_ratio(),
+        m7.status_at_end.trim()
     );
 }
 

@@ -59,6 +59,11 @@ impl<T> HeldTable<T> {
         self.entries.len()
     }
 
+    /// Gives back the room a burst left: a map keeps its capacity when emptied.
+    pub fn shrink_if_sparse(&self) {
+        shrink_if_sparse(&self.entries);
+    }
+
     /// Takes a place for one more entry of this principal, or says which limit is reached.
     pub fn admit(&self, principal_digest: String) -> Result<Admission<'_, T>, HeldError> {
         self.places.take(&principal_digest)?;
@@ -103,6 +108,16 @@ impl<T> HeldTable<T> {
 
     fn release(&self, principal: String) {
         self.places.give_back(&principal);
+    }
+}
+
+/// Shrinks `map` when it holds far fewer entries than it has room for (after a burst).
+pub fn shrink_if_sparse<K, V>(map: &DashMap<K, V>)
+where
+    K: Eq + std::hash::Hash,
+{
+    if map.capacity() > 4 * map.len() + 1024 {
+        map.shrink_to_fit();
     }
 }
 

@@ -687,6 +687,7 @@ impl Bridge {
             }
             keep
         });
+        held::shrink_if_sparse(&self.redemptions);
     }
 
     /// Ends every held call (their backends see cancellation) and waits for call tasks.
@@ -725,6 +726,7 @@ async fn sweep(bridge: std::sync::Weak<Bridge>, stop: CancellationToken, every: 
             }
         }
         bridge.prune_redemptions();
+        bridge.held.shrink_if_sparse();
     }
 }
 

@@ -210,16 +210,17 @@ impl Gateway {
             metrics.clone(),
             shutdown.child_token(),
         );
+        let calls_end = Arc::new(shutdown.child_token());
         let fleet = match &config.fleet {
             Some(fleet) => Some(Arc::new(owner::Fleet::new(
                 fleet,
                 config.server.sse_keep_alive,
                 metrics.clone(),
+                calls_end.clone(),
             )?)),
             None => None,
         };
         let drain = shutdown.child_token();
-        let calls_end = Arc::new(shutdown.child_token());
         let listens = Arc::new(listen::Listens {
             quota: Arc::new(crate::mrtr::quota::Quota::new(
                 config.server.max_listens,

@@ -35,6 +35,7 @@ use http::header::HOST;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Response};
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
+use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service};
 
 use super::authn::Principal;
@@ -85,6 +86,8 @@ pub struct Fleet {
     metrics: Arc<Metrics>,
     /// Forwards whose answer is still being relayed.
     forwarding: AtomicUsize,
+    /// Cancelled when the drain ends: a relay still open ends with `GatewayError::ShutDown`.
+    calls_end: Arc<CancellationToken>,
 }
 
 impl Fleet {
@@ -92,6 +95,7 @@ impl Fleet {
         config: &FleetConfig,
         keep_alive: Duration,
         metrics: Arc<Metrics>,
+        calls_end: Arc<CancellationToken>,
     ) -> Result<Self, TlsSetupError> {
         Ok(Self {
             // Checked as an authority when the configuration was loaded.
@@ -103,6 +107,7 @@ impl Fleet {
             client: new_client()?,
             metrics,
             forwarding: AtomicUsize::new(0),
+            calls_end,
         })
     }
 
@@ -227,21 +232,30 @@ impl Fleet {
         B::Error: Into<tower::BoxError>,
     {
         let silence = self.keep_alive + self.peer_timeout;
+        let calls_end = self.calls_end.clone();
         let frames = stream::unfold(Some((incoming, relaying)), move |state| {
             let id = id.clone();
+            let calls_end = calls_end.clone();
             async move {
                 let (mut body, relaying) = state?;
-                let why = match tokio::time::timeout(silence, body.frame()).await {
-                    Ok(Some(Ok(frame))) => return Some((Ok(frame), Some((body, relaying)))),
-                    Ok(None) => return None,
-                    Ok(Some(Err(error))) => format!("broke off its answer ({})", error.into()),
-                    Err(_) => format!("stopped answering for {silence:?}"),
+                let error = tokio::select! {
+                    biased;
+                    frame = tokio::time::timeout(silence, body.frame()) => {
+                        let why = match frame {
+                            Ok(Some(Ok(frame))) => return Some((Ok(frame), Some((body, relaying)))),
+                            Ok(None) => return None,
+                            Ok(Some(Err(error))) => format!("broke off its answer ({})", error.into()),
+                            Err(_) => format!("stopped answering for {silence:?}"),
+                        };
+                        tracing::warn!(reason = %why, "forwarded answer ended early");
+                        GatewayError::OwnerUnavailable(why)
+                    }
+                    // This replica's drain is over: the relay ends like a call of its own.
+                    () = calls_end.cancelled() => GatewayError::ShutDown,
                 };
-                tracing::warn!(reason = %why, "forwarded answer ended early");
                 if !event_stream {
-                    return Some((Err(why.into()), None));
+                    return Some((Err(error.to_string().into()), None));
                 }
-                let error = GatewayError::OwnerUnavailable(why);
                 let message = jsonrpc::error_response(Some(id), &error.to_jsonrpc());
                 Some((Ok(Frame::data(sse_frame(&message))), None))
             }
@@ -424,6 +438,7 @@ mod tests {
                 &config,
                 Duration::from_millis(400),
                 Arc::new(Metrics::new()),
+                Arc::new(CancellationToken::new()),
             )
             .unwrap(),
         )
@@ -520,6 +535,28 @@ mod tests {
             .unwrap()
             .contains("stopped answering"));
         assert_eq!(fleet.forwarding(), 0, "the count ends with the relay");
+    }
+
+    #[tokio::test]
+    async fn a_relay_open_when_the_drain_ends_ends_with_the_shutdown_error() {
+        let fleet = fleet(&[]);
+        let frames = stream::pending::<Result<Frame<Bytes>, std::convert::Infallible>>();
+        let relayed = fleet.relay(
+            StreamBody::new(frames),
+            true,
+            json!(9),
+            Relaying::start(&fleet),
+        );
+        fleet.calls_end.cancel();
+        let text = String::from_utf8(relayed.collect().await.unwrap().to_bytes().to_vec()).unwrap();
+        let message: serde_json::Value =
+            serde_json::from_str(text.trim().trim_start_matches("event: message\ndata: ")).unwrap();
+        assert_eq!(message["id"], 9);
+        assert!(message["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("shut down"));
+        assert_eq!(fleet.forwarding(), 0);
     }
 
     #[tokio::test]

@@ -52,6 +52,25 @@ impl Service<Request<McpRequest>> for Dispatch {
         let dispatch = self.clone();
         let (stream_after, keep_alive) = (self.stream_after, self.keep_alive);
         let method = request.body().method;
+        if method.is_forwarded() {
+            // The backend would drop it and leave the call waiting for `request_timeout`.
+            if let Some(limit) = self.route.pool.message_limit() {
+                if request.body().body.len() > limit {
+                    let error = GatewayError::TooLargeForBackend {
+                        backend: self.route.pool.backend_name().to_string(),
+                        limit,
+                    };
+                    let id = request.body().id.clone();
+                    return Box::pin(async move {
+                        Ok(labeled(
+                            error_response(Some(id), &error),
+                            method,
+                            "rejected",
+                        ))
+                    });
+                }
+            }
+        }
         let answer = async move {
             let (mut parts, request) = request.into_parts();
             let id = request.id.clone();
@@ -71,14 +90,13 @@ impl Service<Request<McpRequest>> for Dispatch {
                 labeled(error_response(Some(id), &error), method, outcome)
             })
         };
-        Box::pin(async move {
-            if method.is_forwarded() {
-                // A call silent past `stream_after` streams keep-alives until it answers.
-                Ok(answer_early(answer, method, stream_after, keep_alive).await)
-            } else {
-                Ok(answer.await)
-            }
-        })
+        if !method.is_forwarded() {
+            return Box::pin(async move { Ok(answer.await) });
+        }
+        // A call silent past `stream_after` streams keep-alives until it answers. Boxed once
+        // here: the call's future is large, and is not copied again.
+        let answer = Box::pin(answer);
+        Box::pin(async move { Ok(answer_early(answer, method, stream_after, keep_alive).await) })
     }
 }
 
@@ -145,18 +163,8 @@ impl Dispatch {
             mut scope,
             trace_headers,
             params,
-            body,
             ..
         } = request;
-        // The backend would drop it and leave the call waiting for `request_timeout`.
-        if let Some(limit) = self.route.pool.message_limit() {
-            if body.len() > limit {
-                return Err(GatewayError::TooLargeForBackend {
-                    backend: self.route.pool.backend_name().to_string(),
-                    limit,
-                });
-            }
-        }
         let continuation = if method.is_interruptible() {
             let answers = match input_responses {
                 Field::Absent => Map::new(),

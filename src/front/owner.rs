@@ -367,10 +367,13 @@ where
                         let Ok(response) = answer.await;
                         response
                     };
-                    Ok(
-                        answer_early(answer, method, fleet.peer_timeout / 2, fleet.keep_alive)
-                            .await,
+                    Ok(answer_early(
+                        Box::pin(answer),
+                        method,
+                        fleet.peer_timeout / 2,
+                        fleet.keep_alive,
                     )
+                    .await)
                 }))
             }
             Location::Here => Either::Left(self.inner.call(request)),
@@ -450,7 +453,7 @@ mod tests {
     ) -> Response<Body> {
         let fleet = fleet(&[]);
         answer_early(
-            answer,
+            Box::pin(answer),
             crate::protocol::Method::ToolsCall,
             fleet.peer_timeout / 2,
             fleet.keep_alive,

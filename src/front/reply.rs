@@ -305,12 +305,11 @@ impl Reply {
 /// keep-alive comments every `keep_alive`, then the answer as its one event, or the answer's own
 /// SSE events. Proxies and peers that cut a silent response wait for it then.
 pub async fn answer_early(
-    answer: impl std::future::Future<Output = Response<Body>> + Send + 'static,
+    mut answer: BoxFuture<'static, Response<Body>>,
     method: Method,
     after: Duration,
     keep_alive: Duration,
 ) -> Response<Body> {
-    let mut answer = Box::pin(answer);
     tokio::select! {
         response = &mut answer => return response,
         _ = tokio::time::sleep(after) => {}

@@ -5,13 +5,9 @@
 
 use std::time::Duration;
 
-use http::Uri;
-
-use crate::gateway_config::HttpGatewayConfig;
 use crate::load::{run_jobs, LoadStats};
-use crate::procs::{rss_kib, BackendProcess, GatewayProcess};
-use crate::rounds::{finish_round, gateway_round, held_calls, open_round, wait_ready};
-use crate::wire::new_client;
+use crate::procs::rss_kib;
+use crate::rounds::{finish_round, held_calls, open_round, start_for_held_rounds, HeldSetup};
 use crate::BenchResult;
 
 pub struct Settings {
@@ -52,29 +48,15 @@ impl Row {
     }
 }
 
-/// Held-call slots and pool sessions beyond the rounds themselves (warm-up, readiness probe).
-const HEADROOM: usize = 64;
-/// Rounds completed before the memory baseline, so that lazily built state already exists.
-const WARMUP_ROUNDS: u64 = 16;
-
 pub async fn run_one(settings: &Settings, held: usize) -> BenchResult<Row> {
-    let backend = BackendProcess::start()?;
-    let mut config = HttpGatewayConfig::new(backend.url());
-    config.max_sessions = held + HEADROOM;
-    config.max_held = held + HEADROOM;
-    // Longer than opening and retrying take, so no round expires while measured.
-    config.held_ttl_s = 600;
-    config.admin = true;
-    let mut gateway = GatewayProcess::start(&config.to_toml(), Duration::from_secs(30))?;
-    let admin = gateway
-        .admin
-        .ok_or("the gateway did not report its admin address")?;
-    let uri: Uri = gateway.url().parse()?;
-    let client = new_client();
-    wait_ready(&client, admin, Duration::from_secs(20)).await?;
-    for n in 0..WARMUP_ROUNDS {
-        gateway_round(&client, &uri, 1 + 2 * n).await?;
-    }
+    // A `held_ttl` longer than opening and retrying take, so no round expires while measured.
+    let HeldSetup {
+        backend,
+        mut gateway,
+        admin,
+        uri,
+        client,
+    } = start_for_held_rounds(held, 600).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let gateway_rss_before_kib = rss_kib(gateway.guard.pid())?;
     let backend_rss_before_kib = rss_kib(backend.guard.pid())?;

@@ -5,13 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use http::Uri;
-
-use crate::gateway_config::HttpGatewayConfig;
 use crate::load::{run_jobs, LoadStats};
-use crate::procs::{rss_kib, BackendProcess, GatewayProcess};
-use crate::rounds::{admin_get, gateway_round, held_calls, open_round, wait_ready};
-use crate::wire::new_client;
+use crate::procs::rss_kib;
+use crate::rounds::{admin_get, held_calls, open_round, start_for_held_rounds, HeldSetup};
 use crate::BenchResult;
 
 pub struct Settings {
@@ -53,26 +49,15 @@ impl Results {
 
 /// The rounds a wave may still have held after their expiry, then none.
 const EXPIRY_GRACE: Duration = Duration::from_secs(15);
-/// Rounds completed before the baseline, so that lazily built state already exists.
-const WARMUP_ROUNDS: u64 = 16;
 
 pub async fn run(settings: &Settings) -> BenchResult<Results> {
-    let backend = BackendProcess::start()?;
-    let mut config = HttpGatewayConfig::new(backend.url());
-    config.max_sessions = settings.rounds + 64;
-    config.max_held = settings.rounds + 64;
-    config.held_ttl_s = settings.held_ttl_s;
-    config.admin = true;
-    let mut gateway = GatewayProcess::start(&config.to_toml(), Duration::from_secs(30))?;
-    let admin = gateway
-        .admin
-        .ok_or("the gateway did not report its admin address")?;
-    let uri: Uri = gateway.url().parse()?;
-    let client = new_client();
-    wait_ready(&client, admin, Duration::from_secs(20)).await?;
-    for n in 0..WARMUP_ROUNDS {
-        gateway_round(&client, &uri, 1 + 2 * n).await?;
-    }
+    let HeldSetup {
+        backend,
+        mut gateway,
+        admin,
+        uri,
+        client,
+    } = start_for_held_rounds(settings.rounds, settings.held_ttl_s).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let pid = gateway.guard.pid();
     let baseline_kib = rss_kib(pid)?;

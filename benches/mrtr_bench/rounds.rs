@@ -155,3 +155,45 @@ pub async fn wait_ready(
     }
     Err(format!("gateway not ready within {limit:?}").into())
 }
+
+/// Held-call slots and pool sessions beyond the rounds a scenario holds (warm-up, readiness probe).
+const HEADROOM: usize = 64;
+/// Rounds completed before a memory baseline, so that lazily built state already exists.
+const WARMUP_ROUNDS: u64 = 16;
+
+/// A fast backend and a gateway in front of it, sized for `rounds` held rounds that expire after
+/// `held_ttl_s`, ready and warmed up.
+pub struct HeldSetup {
+    pub backend: crate::procs::BackendProcess,
+    pub gateway: crate::procs::GatewayProcess,
+    pub admin: std::net::SocketAddr,
+    pub uri: Uri,
+    pub client: HttpClient,
+}
+
+pub async fn start_for_held_rounds(rounds: usize, held_ttl_s: u64) -> BenchResult<HeldSetup> {
+    let backend = crate::procs::BackendProcess::start()?;
+    let mut config = crate::gateway_config::HttpGatewayConfig::new(backend.url());
+    config.max_sessions = rounds + HEADROOM;
+    config.max_held = rounds + HEADROOM;
+    config.held_ttl_s = held_ttl_s;
+    config.admin = true;
+    let gateway =
+        crate::procs::GatewayProcess::start(&config.to_toml(), std::time::Duration::from_secs(30))?;
+    let admin = gateway
+        .admin
+        .ok_or("the gateway did not report its admin address")?;
+    let uri: Uri = gateway.url().parse()?;
+    let client = crate::wire::new_client();
+    wait_ready(&client, admin, std::time::Duration::from_secs(20)).await?;
+    for n in 0..WARMUP_ROUNDS {
+        gateway_round(&client, &uri, 1 + 2 * n).await?;
+    }
+    Ok(HeldSetup {
+        backend,
+        gateway,
+        admin,
+        uri,
+        client,
+    })
+}

@@ -122,13 +122,7 @@ async fn a_full_pool_answers_503_after_queue_wait() {
     .await;
     assert_rpc_error(&refused, 503, -32603);
     assert!(started.elapsed() < Duration::from_secs(2));
-    let metrics = h
-        .gateway
-        .as_ref()
-        .expect("running")
-        .gateway()
-        .metrics()
-        .render();
+    let metrics = h.metrics();
     assert!(
         metrics.contains(
             "mrtr_requests_total{method=\"tools/call\",outcome=\"error\",route=\"/mcp\"} 1"
@@ -469,15 +463,6 @@ mod misbehaving_http_backend {
     }
 }
 
-/// The gateway's `host:port` from its MCP URL.
-fn address_of(url: &str) -> String {
-    url.trim_start_matches("http://")
-        .split('/')
-        .next()
-        .expect("an address")
-        .to_string()
-}
-
 /// Connections that never send a byte cannot lock clients out: at `max_connections` the one
 /// idle the longest is closed for a new client, who is served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -488,7 +473,7 @@ async fn silent_connections_cannot_lock_clients_out() {
         c.server.first_byte_timeout = Duration::from_secs(60);
     })
     .await;
-    let address = address_of(&h.url);
+    let address = h.addr().to_string();
     let mut silent = Vec::new();
     for _ in 0..8 {
         silent.push(
@@ -514,7 +499,7 @@ async fn silent_connections_cannot_lock_clients_out() {
         .await;
         assert_eq!(answer.result_type(), Some("complete"), "{}", answer.body);
     }
-    let metrics = gateway.metrics().render();
+    let metrics = h.metrics();
     assert!(
         metrics.contains("mrtr_connection_closes_total{reason=\"evicted\"}"),
         "{metrics}"
@@ -532,7 +517,7 @@ async fn a_connection_that_never_speaks_is_closed() {
         c.server.first_byte_timeout = Duration::from_millis(200);
     })
     .await;
-    let mut silent = tokio::net::TcpStream::connect(address_of(&h.url))
+    let mut silent = tokio::net::TcpStream::connect(h.addr())
         .await
         .expect("connects");
     let mut buffer = [0u8; 16];
@@ -541,13 +526,7 @@ async fn a_connection_that_never_speaks_is_closed() {
         matches!(read, Ok(Ok(0)) | Ok(Err(_))),
         "closed by the gateway: {read:?}"
     );
-    let metrics = h
-        .gateway
-        .as_ref()
-        .expect("running")
-        .gateway()
-        .metrics()
-        .render();
+    let metrics = h.metrics();
     assert!(
         metrics.contains("mrtr_connection_closes_total{reason=\"silent\"} 1"),
         "{metrics}"

@@ -271,6 +271,16 @@ impl Harness {
             .expect("an address in the gateway URL")
     }
 
+    /// The gateway's metrics, as `/metrics` renders them.
+    pub fn metrics(&self) -> String {
+        self.gateway
+            .as_ref()
+            .expect("the gateway is running")
+            .gateway()
+            .metrics()
+            .render()
+    }
+
     /// Every message the backend received so far, in order.
     pub fn backend_messages(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.backend_log)

@@ -14,7 +14,10 @@ WARNING, SKIPPED and INFO checks never fail a scenario (as in the suite's own ex
 scenario whose checks.json is missing or empty does. Other not-scored scenarios (tasks-*,
 json-schema-2020-12) are listed for information only.
 
-usage: conformance_gate.py OUT_DIR [--requirements YAML] [--also SCENARIO]...
+The same gate serves the 2025-11-25 run (legacy clients at the same endpoint): give that
+revision's YAML, its own --also scenarios (with --also-name) and --succeed checks.
+
+usage: conformance_gate.py OUT_DIR [--requirements YAML] [--also SCENARIO]... [--also-name TEXT]
                                    [--succeed SCENARIO:CHECK]... [--json FILE] [--label TEXT]
 Prints a per-scenario summary and a last line starting with `conformance[LABEL]: PASS` or
 `conformance[LABEL]: FAIL`. Exit status 0 on pass, 1 on fail, 2 on a usage error or when
@@ -81,6 +84,7 @@ def main():
     ap.add_argument('out_dir')
     ap.add_argument('--requirements', default=None, help='requirements YAML (default: the installed package\'s 2026-07-28.yaml)')
     ap.add_argument('--also', action='append', default=None, help='extra scenario that must pass (default: the two SEP-2243 header scenarios)')
+    ap.add_argument('--also-name', default='header scenarios', help='what the --also scenarios are, for the summary line')
     ap.add_argument('--succeed', action='append', default=None, metavar='SCENARIO:CHECK',
                     help='check that must be SUCCESS (default: the subscriptions/listen checks)')
     ap.add_argument('--json', dest='json_out', default=None, help='write a machine-readable summary here')
@@ -169,7 +173,8 @@ def main():
                 print(f'             - {fl}')
 
     print(f'conformance results in {a.out_dir}  (required list: {source})')
-    show(f'required for 2026-07-28 ({len(required)}):', req_results)
+    revision = os.path.basename(req_path).removesuffix('.yaml')
+    show(f'required for {revision} ({len(required)}):', req_results)
     show(f'not scored by the suite, required here ({len(also)}):', also_results)
     print(f'checks that must succeed ({len(check_results)}):')
     for r in check_results:
@@ -186,7 +191,7 @@ def main():
     failing = [r['scenario'] for r in req_results + also_results if r['status'] != 'ok']
     failing += [r['check'] for r in check_results if r['status'] != 'ok']
     line = (f"conformance{label}: {'PASS' if passed else 'FAIL'} "
-            f"{req_ok}/{len(req_results)} required, {also_ok}/{len(also_results)} header scenarios, "
+            f"{req_ok}/{len(req_results)} required, {also_ok}/{len(also_results)} {a.also_name}, "
             f"{checks_ok}/{len(check_results)} checks that must succeed")
     if failing:
         line += f" (failing: {', '.join(failing)})"

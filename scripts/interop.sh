@@ -8,9 +8,13 @@
 #      (tests/interop/legacy-conformance-server.mjs) over stdio and over Streamable HTTP,
 #      gated by scripts/conformance_gate.py (every required scenario plus the two SEP-2243
 #      header scenarios must pass, and server-stateless's subscriptions/listen checks succeed);
+#      then, at the same endpoint of the same gateway, the suite's 2025-11-25 server scenarios
+#      (--requirements 2025-11-25: legacy clients served as sessions), gated the same way plus
+#      the session lifecycle and SSE polling scenarios;
 #   4. the client interop run (tests/interop/client-interop.mjs): @modelcontextprotocol/client
 #      pinned to 2026-07-28, through the gateway, to server-everything and server-filesystem,
-#      and listening (Client.listen) to the legacy conformance backend;
+#      and listening (Client.listen) to the legacy conformance backend; legacy clients (SDK
+#      1.32.2, and 2.4.0 in its default mode) through the same gateway to server-everything;
 #   5. a markdown table in tests/interop/out/interop.md (git-ignored), printed at the end.
 #
 # Everything listens on 127.0.0.1. Every process this script starts is stopped by PID on exit,
@@ -331,29 +335,35 @@ args = [$(toml_str "$BACKEND_MJS"), \"--stdio\"]"
   CONF_GWPID[$transport]=$GW_PID
   warm_gateway "$GW_URL" "$transport"
   cd "$INTEROP"
-  PATH="$NODE22_BIN:$PATH" timeout --kill-after=10 "$(step_timeout 240)" \
-    npx --no-install conformance server --url "$GW_URL" --requirements 2026-07-28 \
-    -o "$OUT/conformance-$transport" --timeout 20000 </dev/null >"$LOGS/conformance-$transport.log" 2>&1 &
+  # One endpoint, two full passes: the 2026-07-28 suite, then the 2025-11-25 one (legacy
+  # clients served as sessions by the same gateway).
+  (
+    rc=0
+    PATH="$NODE22_BIN:$PATH" timeout --kill-after=10 "$(step_timeout 240)" \
+      npx --no-install conformance server --url "$GW_URL" --requirements 2026-07-28 \
+      -o "$OUT/conformance-$transport" --timeout 20000 </dev/null >"$LOGS/conformance-$transport.log" 2>&1 || rc=$?
+    echo "$rc" >"$OUT/conformance-$transport.rc"
+    rc=0
+    PATH="$NODE22_BIN:$PATH" timeout --kill-after=10 "$(step_timeout 180)" \
+      npx --no-install conformance server --url "$GW_URL" --requirements 2025-11-25 \
+      -o "$OUT/conformance-legacy-$transport" --timeout 20000 </dev/null >"$LOGS/conformance-legacy-$transport.log" 2>&1 || rc=$?
+    echo "$rc" >"$OUT/conformance-legacy-$transport.rc"
+  ) &
   CONF_RUNPID[$transport]=$!
   track "${CONF_RUNPID[$transport]}"
   cd "$REPO"
   CONF_DONE[$transport]=0
 }
 
-# conformance_finish TRANSPORT: wait for the suite, stop its gateway and backend, gate.
-conformance_finish() {
-  local transport=$1 conf_rc=0 gate_rc=0 line why label="conformance ($1)"
-  [[ ${CONF_DONE[$transport]} == 0 ]] || return 0
-  wait "${CONF_RUNPID[$transport]}" || conf_rc=$?
-  untrack "${CONF_RUNPID[$transport]}"
-  log "conformance, backend over $transport: suite exited $conf_rc"
-  stop_pid "${CONF_GWPID[$transport]}"
-  [[ -n ${CONF_BPID[$transport]:-} ]] && stop_pid "${CONF_BPID[$transport]}"
-  sed -n '/=== SUMMARY ===/,$p' "$LOGS/conformance-$transport.log" >"$LOGS/conformance-$transport.summary.txt" || true
-  python3 "$REPO/scripts/conformance_gate.py" "$OUT/conformance-$transport" --label "$transport" \
-    --json "$OUT/conformance-$transport.gate.json" >"$LOGS/conformance-$transport.gate.txt" 2>&1 || gate_rc=$?
-  cat "$LOGS/conformance-$transport.gate.txt"
-  line=$(tail -n1 "$LOGS/conformance-$transport.gate.txt" 2>/dev/null || true)
+# conformance_gate_row LABEL RESULTS_NAME SUITE_RC GATE_ARGS...: gate one suite's results, record a row.
+conformance_gate_row() {
+  local label=$1 name=$2 conf_rc=$3 gate_rc=0 line why
+  shift 3
+  sed -n '/=== SUMMARY ===/,$p' "$LOGS/$name.log" >"$LOGS/$name.summary.txt" 2>/dev/null || true
+  python3 "$REPO/scripts/conformance_gate.py" "$OUT/$name" "$@" \
+    --json "$OUT/$name.gate.json" >"$LOGS/$name.gate.txt" 2>&1 || gate_rc=$?
+  cat "$LOGS/$name.gate.txt"
+  line=$(tail -n1 "$LOGS/$name.gate.txt" 2>/dev/null || true)
   if [[ $conf_rc == 0 && $gate_rc == 0 ]]; then
     record "$label" PASS "$line; suite exit 0"
   else
@@ -361,6 +371,32 @@ conformance_finish() {
     [[ $conf_rc == 124 ]] && why="suite timed out (exit 124)"
     record "$label" FAIL "${line:-gate produced no verdict}; $why"
   fi
+}
+
+# conformance_finish TRANSPORT: wait for both suites, stop their gateway and backend, gate.
+conformance_finish() {
+  local transport=$1 rc_new rc_old
+  local req_legacy="$INTEROP/node_modules/@modelcontextprotocol/conformance/requirements/2025-11-25.yaml"
+  [[ ${CONF_DONE[$transport]} == 0 ]] || return 0
+  wait "${CONF_RUNPID[$transport]}" || true
+  untrack "${CONF_RUNPID[$transport]}"
+  rc_new=$(cat "$OUT/conformance-$transport.rc" 2>/dev/null || echo 1)
+  rc_old=$(cat "$OUT/conformance-legacy-$transport.rc" 2>/dev/null || echo 1)
+  log "conformance, backend over $transport: suites exited $rc_new (2026-07-28) and $rc_old (2025-11-25)"
+  stop_pid "${CONF_GWPID[$transport]}"
+  [[ -n ${CONF_BPID[$transport]:-} ]] && stop_pid "${CONF_BPID[$transport]}"
+  conformance_gate_row "conformance ($transport)" "conformance-$transport" "$rc_new" --label "$transport"
+  # 2025-11-25: every scenario that revision requires, plus the session lifecycle and SSE
+  # polling ones the suite does not score; the session checks must succeed outright.
+  conformance_gate_row "conformance 2025-11-25 ($transport)" "conformance-legacy-$transport" "$rc_old" \
+    --label "2025-11-25, $transport" --requirements "$req_legacy" \
+    --also server-session-lifecycle --also server-sse-polling --also-name "session scenarios" \
+    --succeed server-initialize:server-session-id-visible-ascii \
+    --succeed server-session-lifecycle:server-session-initialized-accepted \
+    --succeed server-session-lifecycle:server-session-delete-accepted \
+    --succeed server-session-lifecycle:server-session-terminated-returns-404 \
+    --succeed server-sse-polling:server-sse-priming-event \
+    --succeed server-sse-polling:server-sse-retry-field
   CONF_DONE[$transport]=1
 }
 
@@ -416,16 +452,17 @@ p(f"Commit `{commit}`, {datetime.datetime.now(datetime.timezone.utc).strftime('%
   f"Node {node}, total {elapsed} s.")
 p()
 p(f"## Conformance: `@modelcontextprotocol/conformance@{pkgv('@modelcontextprotocol/conformance')}` "
-  "`--requirements 2026-07-28`, through the gateway")
+  "through the gateway, one endpoint, both revisions")
 p()
-p('| Backend | Backend transport | Result | Details |')
-p('|---|---|---|---|')
+p('| Requirements | Backend | Backend transport | Result | Details |')
+p('|---|---|---|---|---|')
 for name, st, detail in steps:
     if name.startswith('conformance'):
         tr = name.split('(')[1].rstrip(')')
-        p(f'| legacy-conformance-server.mjs | {tr} | {"✅ PASS" if st == "PASS" else "❌ FAIL"} | {esc(detail)} |')
+        revision = '2025-11-25' if '2025-11-25' in name else '2026-07-28'
+        p(f'| {revision} | legacy-conformance-server.mjs | {tr} | {"✅ PASS" if st == "PASS" else "❌ FAIL"} | {esc(detail)} |')
 p()
-p(f"## Client interop: `@modelcontextprotocol/client@{pkgv('@modelcontextprotocol/client')}` pinned to 2026-07-28")
+p(f"## Client interop: `@modelcontextprotocol/client@{pkgv('@modelcontextprotocol/client')}` and `@modelcontextprotocol/sdk@{pkgv('@modelcontextprotocol/sdk')}`")
 p()
 p('| Client | Backend | Backend transport | Via | Result | Details |')
 p('|---|---|---|---|---|---|')

@@ -143,6 +143,19 @@ pub enum GatewayError {
     /// No place for one more `subscriptions/listen` stream.
     #[error("Too many listens: {0}")]
     ListenLimit(String),
+    /// A 2025-11-25 request names a session this gateway does not know (ended, expired, never
+    /// issued, or another principal's): the client starts a new one with `initialize`.
+    #[error("Session not found")]
+    SessionNotFound,
+    /// A 2025-11-25 GET or DELETE without `Mcp-Session-Id`.
+    #[error("Mcp-Session-Id header is required")]
+    SessionRequired,
+    /// A second standalone GET stream while one is open on the session.
+    #[error("Conflict: {0}")]
+    StreamConflict(String),
+    /// No place for one more 2025-11-25 session.
+    #[error("Too many sessions: {0}")]
+    SessionLimit(String),
     /// The replica holding a retry's call cannot be reached, or was restarted: the call is lost.
     #[error("Owner unavailable: {0}")]
     OwnerUnavailable(String),
@@ -264,7 +277,9 @@ impl GatewayError {
             | Self::MissingCapability { .. }
             | Self::UnsupportedVersion { .. }
             | Self::BadState { .. } => StatusCode::BAD_REQUEST,
-            Self::MethodNotFound { .. } => StatusCode::NOT_FOUND,
+            Self::MethodNotFound { .. } | Self::SessionNotFound => StatusCode::NOT_FOUND,
+            Self::SessionRequired => StatusCode::BAD_REQUEST,
+            Self::StreamConflict(_) => StatusCode::CONFLICT,
             Self::BodyTooLarge { .. } | Self::TooLargeForBackend { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
@@ -283,7 +298,9 @@ impl GatewayError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::Pool(_) | Self::Upstream(_) => StatusCode::BAD_GATEWAY,
-            Self::Held(_) | Self::ListenLimit(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Held(_) | Self::ListenLimit(_) | Self::SessionLimit(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             Self::Backend(e) if e.code == codes::MISSING_CLIENT_CAPABILITY => {
                 StatusCode::BAD_REQUEST
             }
@@ -296,13 +313,13 @@ impl GatewayError {
     /// place among the listens frees when a listen ends, the others sooner.
     pub fn retry_after_secs(&self) -> Option<u32> {
         match self.http_status() {
-            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
-                Some(if matches!(self, Self::ListenLimit(_)) {
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => Some(
+                if matches!(self, Self::ListenLimit(_) | Self::SessionLimit(_)) {
                     5
                 } else {
                     1
-                })
-            }
+                },
+            ),
             _ => None,
         }
     }
@@ -323,7 +340,10 @@ impl GatewayError {
             Self::BodyTooLarge { .. }
             | Self::TooLargeForBackend { .. }
             | Self::MethodNotAllowed
-            | Self::RequestTimeout(_) => {
+            | Self::RequestTimeout(_)
+            | Self::SessionNotFound
+            | Self::SessionRequired
+            | Self::StreamConflict(_) => {
                 JsonRpcError::new(codes::INVALID_REQUEST, self.to_string())
             }
             Self::MethodNotFound { method, data } => {
@@ -382,7 +402,7 @@ impl GatewayError {
                 };
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("{kind}: {self}"))
             }
-            Self::Held(_) | Self::ListenLimit(_) => {
+            Self::Held(_) | Self::ListenLimit(_) | Self::SessionLimit(_) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string())
             }
             Self::OwnerUnavailable(m) => JsonRpcError::new(

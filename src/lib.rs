@@ -3,7 +3,9 @@
 //!
 //! Data flows one way: `front` (2026-07-28 Streamable HTTP server, a stack of tower layers) →
 //! `mrtr` (multi round-trip bridge: call setup, held calls, `requestState`) → `backend`
-//! (2025-11-25 client over stdio or Streamable HTTP). Below them, leaves any layer may use:
+//! (2025-11-25 client over stdio or Streamable HTTP). A 2025-11-25 client at the same endpoint
+//! takes `legacy` instead of `mrtr`: its session proxied to a backend session of its own. Below
+//! them, leaves any layer may use:
 //! [`config`] (the file format), `error` (the one mapping of failures onto JSON-RPC codes and
 //! HTTP statuses), `protocol` (the vocabulary of both revisions), `jsonrpc` (message shapes),
 //! `http_client`, `digest`, `metrics` and [`telemetry`]. [`demo`] is the built-in demo
@@ -26,6 +28,7 @@ pub(crate) mod error;
 pub(crate) mod front;
 pub(crate) mod http_client;
 pub(crate) mod jsonrpc;
+pub(crate) mod legacy;
 pub(crate) mod metrics;
 pub(crate) mod mrtr;
 pub(crate) mod protocol;

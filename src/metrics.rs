@@ -31,6 +31,12 @@ pub struct Metrics {
     pub connections: IntGauge,
     /// Connections closed by the gateway, by reason (`silent`, `evicted`, `refused`).
     pub connection_closes: IntCounterVec,
+    /// Front requests by route and protocol era (`2026-07-28`, `2025-11-25`).
+    pub requests_by_era: IntCounterVec,
+    /// Open 2025-11-25 client sessions.
+    pub legacy_sessions: IntGauge,
+    /// 2025-11-25 client sessions ended, by reason.
+    pub legacy_session_ends: IntCounterVec,
 }
 
 fn must<T>(metric: Result<T, prometheus::Error>) -> T {
@@ -159,8 +165,32 @@ impl Metrics {
             ),
             &["reason"],
         ));
+        let requests_by_era = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_requests_by_era_total",
+                "Front requests by route and protocol era (2026-07-28: stateless; 2025-11-25: \
+                 a client session proxied to its own backend session).",
+            ),
+            &["route", "era"],
+        ));
+        let legacy_sessions = must(IntGauge::new(
+            "mrtr_legacy_sessions",
+            "Open 2025-11-25 client sessions, each with its own backend session.",
+        ));
+        let legacy_session_ends = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_legacy_session_ends_total",
+                "2025-11-25 client sessions ended, by reason (deleted: the client's DELETE; \
+                 expired: idle past legacy.idle_timeout; backend_closed: the backend session \
+                 ended; shutdown).",
+            ),
+            &["reason"],
+        ));
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(requests_by_era.clone()),
+            Box::new(legacy_sessions.clone()),
+            Box::new(legacy_session_ends.clone()),
             Box::new(duration.clone()),
             Box::new(rounds.clone()),
             Box::new(input_requests.clone()),
@@ -199,6 +229,9 @@ impl Metrics {
             listens,
             connections,
             connection_closes,
+            requests_by_era,
+            legacy_sessions,
+            legacy_session_ends,
         }
     }
 

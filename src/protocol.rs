@@ -8,10 +8,13 @@ pub const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28"];
 /// The revision the gateway asks its backends for.
 pub const BACKEND_PROTOCOL_VERSION: &str = "2025-11-25";
 
-/// Revisions a backend may answer `initialize` with; their messages are compatible for what the
-/// gateway forwards.
-pub const ACCEPTED_BACKEND_VERSIONS: &[&str] =
-    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The session-based revisions: what a backend may answer `initialize` with (their messages are
+/// compatible for what the gateway forwards), and what a 2025-11-25 client's session may carry
+/// in `MCP-Protocol-Version`.
+pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The header naming a 2025-11-25 session, on both sides (a client's is the gateway's own).
+pub const SESSION_ID_HEADER: http::HeaderName = http::HeaderName::from_static("mcp-session-id");
 
 /// The prefix of the `_meta` keys 2026-07-28 reserves; none of them reach a 2025 backend.
 pub const META_PREFIX: &str = "io.modelcontextprotocol/";

@@ -275,6 +275,12 @@ impl Pool {
         self.inner.spec.config.message_limit()
     }
 
+    /// What a dedicated session of this backend is started from (2025-11-25 clients get one
+    /// each, outside the pool).
+    pub fn spec(&self) -> &Arc<BackendSpec> {
+        &self.inner.spec
+    }
+
     pub fn backend_name(&self) -> &str {
         &self.inner.spec.name
     }

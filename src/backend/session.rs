@@ -29,7 +29,7 @@ use super::changes::{Change, Feed};
 use super::{BackendError, BackendSpec, Transport, TransportEvent};
 use crate::config::UnsolicitedPolicy;
 use crate::jsonrpc::{self, codes, JsonRpcError, Message};
-use crate::protocol::{ACCEPTED_BACKEND_VERSIONS, BACKEND_PROTOCOL_VERSION};
+use crate::protocol::{BACKEND_PROTOCOL_VERSION, LEGACY_VERSIONS};
 use crate::sync::LockRecovered;
 
 /// Server requests kept for the next call of an idle session, at most.
@@ -596,7 +596,7 @@ impl Session {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        if !ACCEPTED_BACKEND_VERSIONS.contains(&version.as_str()) {
+        if !LEGACY_VERSIONS.contains(&version.as_str()) {
             return Err(BackendError::Initialize(format!(
                 "backend negotiated unsupported protocol version {version:?}"
             )));

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::keys::decode_keys;
 use super::{
-    invalid, BackendConfig, Config, ConfigError, MrtrConfig, RouteConfig, ServerConfig,
-    TransportKind,
+    invalid, BackendConfig, Config, ConfigError, LegacyConfig, MrtrConfig, RouteConfig,
+    ServerConfig, TransportKind,
 };
 use super::{AuthConfig, BearerToken, JwtConfig, JWT_ALGORITHMS, MAX_LEEWAY};
 
@@ -80,12 +80,44 @@ pub(super) fn check_routes(config: &Config) -> Result<(), ConfigError> {
                 "mode = \"none\" needs a loopback server.listen (or server.allow_unauthenticated = true)",
             ));
         }
+        if route.eras.is_empty() {
+            return Err(invalid(
+                format!("{key}.eras"),
+                "must name at least one of \"2026-07-28\" and \"2025-11-25\"",
+            ));
+        }
         if !config.backends.contains_key(&route.backend) {
             return Err(invalid(
                 format!("{key}.backend"),
                 format!("no [backend.{}] is defined", route.backend),
             ));
         }
+    }
+    Ok(())
+}
+
+/// `[legacy]`: limits that admit at least one session, and a stream that keeps something.
+pub(super) fn check_legacy(legacy: &LegacyConfig) -> Result<(), ConfigError> {
+    if legacy.max_sessions == 0 {
+        return Err(invalid("legacy.max_sessions", "must be at least 1"));
+    }
+    if legacy.max_sessions_per_principal == 0 {
+        return Err(invalid(
+            "legacy.max_sessions_per_principal",
+            "must be at least 1",
+        ));
+    }
+    if legacy.idle_timeout < Duration::from_secs(1) {
+        return Err(invalid("legacy.idle_timeout", "must be at least 1s"));
+    }
+    if legacy.initialize_timeout.is_zero() {
+        return Err(invalid(
+            "legacy.initialize_timeout",
+            "must be greater than 0",
+        ));
+    }
+    if legacy.replay_events == 0 {
+        return Err(invalid("legacy.replay_events", "must be at least 1"));
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::{CacheScope, MrtrConfig, PoolConfig, ServerConfig};
+use super::{CacheScope, Era, LegacyConfig, MrtrConfig, PoolConfig, ServerConfig};
 
 // [server]
 
@@ -163,6 +163,42 @@ impl Default for MrtrConfig {
             instance_id: None,
             refused_retry_grace: refused_retry_grace(),
             outcome_ttl: outcome_ttl(),
+        }
+    }
+}
+
+// [route]
+
+pub(super) fn eras() -> Vec<Era> {
+    vec![Era::Modern, Era::Legacy]
+}
+
+// [legacy]
+
+pub(super) fn legacy_max_sessions() -> usize {
+    1000
+}
+pub(super) fn legacy_max_sessions_per_principal() -> usize {
+    16
+}
+pub(super) fn legacy_idle_timeout() -> Duration {
+    Duration::from_secs(600)
+}
+pub(super) fn legacy_initialize_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+pub(super) fn legacy_replay_events() -> usize {
+    256
+}
+
+impl Default for LegacyConfig {
+    fn default() -> Self {
+        Self {
+            max_sessions: legacy_max_sessions(),
+            max_sessions_per_principal: legacy_max_sessions_per_principal(),
+            idle_timeout: legacy_idle_timeout(),
+            initialize_timeout: legacy_initialize_timeout(),
+            replay_events: legacy_replay_events(),
         }
     }
 }

@@ -57,6 +57,55 @@ pub struct Config {
     /// Replicas that finish each other's held calls; none by default (one process).
     #[serde(default)]
     pub fleet: Option<FleetConfig>,
+    /// 2025-11-25 clients served as sessions at the same endpoints.
+    #[serde(default)]
+    pub legacy: LegacyConfig,
+}
+
+/// A protocol era an endpoint serves (the revision that defines it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Era {
+    /// Stateless requests with per-request `_meta`; server questions become MRTR rounds.
+    #[serde(rename = "2026-07-28")]
+    Modern,
+    /// `initialize` and a session per client, proxied to a dedicated backend session.
+    #[serde(rename = "2025-11-25")]
+    Legacy,
+}
+
+impl Era {
+    /// The metric label: the revision's date.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Modern => "2026-07-28",
+            Self::Legacy => "2025-11-25",
+        }
+    }
+}
+
+/// `[legacy]`: limits and lifetime of the sessions 2025-11-25 clients open.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LegacyConfig {
+    /// Sessions open at once, gateway-wide; past it `initialize` gets HTTP 429.
+    #[serde(default = "defaults::legacy_max_sessions")]
+    pub max_sessions: usize,
+    /// Sessions one principal may hold at once (not counted with `auth.mode = "none"`).
+    #[serde(default = "defaults::legacy_max_sessions_per_principal")]
+    pub max_sessions_per_principal: usize,
+    /// A session with no request and no open stream for this long ends, and its backend
+    /// session with it.
+    #[serde(default = "defaults::legacy_idle_timeout", with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Longest wait for the backend's answer to `initialize`.
+    #[serde(
+        default = "defaults::legacy_initialize_timeout",
+        with = "humantime_serde"
+    )]
+    pub initialize_timeout: Duration,
+    /// Events kept per SSE stream for a client resuming with `Last-Event-ID`.
+    #[serde(default = "defaults::legacy_replay_events")]
+    pub replay_events: usize,
 }
 
 /// `[fleet]`: how this replica is reached by the others, so a retry that lands anywhere is
@@ -248,6 +297,21 @@ pub struct RouteConfig {
     /// Authorization servers named in the protected resource metadata.
     #[serde(default)]
     pub authorization_servers: Vec<String>,
+    /// The protocol eras this endpoint serves; drop `"2025-11-25"` to close the legacy door.
+    #[serde(default = "defaults::eras")]
+    pub eras: Vec<Era>,
+}
+
+impl RouteConfig {
+    /// Whether 2025-11-25 clients are served here.
+    pub fn serves_legacy(&self) -> bool {
+        self.eras.contains(&Era::Legacy)
+    }
+
+    /// Whether 2026-07-28 clients are served here.
+    pub fn serves_modern(&self) -> bool {
+        self.eras.contains(&Era::Modern)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -412,10 +476,12 @@ impl Config {
                 auth: AuthConfig::None,
                 resource: None,
                 authorization_servers: Vec::new(),
+                eras: defaults::eras(),
             }],
             backends,
             mrtr: MrtrConfig::default(),
             fleet: None,
+            legacy: LegacyConfig::default(),
         }
     }
 
@@ -425,6 +491,7 @@ impl Config {
         self.expand_env_vars()?;
         check::check_server(&self.server)?;
         check::check_routes(self)?;
+        check::check_legacy(&self.legacy)?;
         check::check_auth(&self.routes)?;
         check::check_backends(&self.backends)?;
         check::check_mrtr(&self.mrtr)?;

@@ -91,6 +91,10 @@ fn answer(gateway: &Gateway, request: &Request<Incoming>) -> Response<Body> {
                 "running_calls": gateway.running_calls(),
                 "forwarding": gateway.forwarding(),
                 "listens": gateway.open_listens(),
+                "legacy_sessions": {
+                    "open": gateway.legacy_sessions().open(),
+                    "max": gateway.legacy_sessions().max(),
+                },
                 "connections": {
                     "open": gateway.connections().open(),
                     "max": gateway.connections().max(),

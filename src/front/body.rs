@@ -138,7 +138,8 @@ where
     }
 }
 
-async fn read<B>(
+/// The body of `request`, whole, within the limits.
+pub async fn read<B>(
     request: Request<B>,
     limits: &ReadBodyLayer,
 ) -> Result<Request<Bytes>, GatewayError>

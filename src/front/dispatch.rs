@@ -1,5 +1,6 @@
-//! The innermost service: applies one typed request. `server/discover` and the retired
-//! `initialize` are answered here, `subscriptions/listen` opened ([`Listens`]); forwarded methods go to the bridge ([`Bridge::call`]), whose
+//! The innermost service: applies one typed request. `server/discover` is answered here, a
+//! 2025-11-25 `initialize` starts a legacy session (or is refused where the route does not serve
+//! that era), `subscriptions/listen` opened ([`Listens`]); forwarded methods go to the bridge ([`Bridge::call`]), whose
 //! first answer [`Reply`] writes; anything else is "method not found".
 
 use std::convert::Infallible;
@@ -30,6 +31,8 @@ pub struct Dispatch {
     pub route: Arc<Route>,
     pub bridge: Arc<Bridge>,
     pub listens: Arc<Listens>,
+    /// 2025-11-25 sessions, when the route serves that era.
+    pub legacy: Option<Arc<crate::legacy::LegacySessions>>,
     /// Between SSE keep-alive comments.
     pub keep_alive: Duration,
     /// A forwarded call with no answer after this long is answered as SSE (`server.stream_after`).
@@ -129,8 +132,21 @@ impl Dispatch {
                     .open(route, principal, request.id, &request.params)
                     .await
             }
-            // Refused when parsed; kept for the match's sake.
-            Method::Initialize => Err(GatewayError::initialize_refused()),
+            // A 2025-11-25 client: its own session, where the route serves that era.
+            Method::Initialize => match &self.legacy {
+                Some(sessions) => Ok(crate::legacy::serve::initialize(
+                    sessions,
+                    route,
+                    &principal,
+                    request.id,
+                    &request.body,
+                )
+                .await),
+                None => Err(GatewayError::initialize_refused()),
+            },
+            _ if !route.config.serves_modern() => Err(GatewayError::InvalidRequest(
+                "this endpoint serves 2025-11-25 sessions only: send initialize first".into(),
+            )),
             method if method.is_forwarded() => {
                 if method == Method::ToolsCall {
                     let name = request.target.as_deref().unwrap_or_default();

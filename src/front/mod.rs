@@ -6,14 +6,17 @@
 //!
 //! 1. [`observe`]: the `request` span and the request metrics;
 //! 2. panic catching (tower-http): a panic answers 500 instead of dropping the connection;
-//! 3. [`origin`]: Host and Origin allow-lists, then POST only;
+//! 3. [`origin`]: Host and Origin allow-lists, then POST only (GET and DELETE too for a
+//!    2025-11-25 session);
 //! 4. [`authn`]: the bearer token becomes a [`Principal`](authn::Principal) (or 401);
-//! 5. [`body`]: media types, then the body read within its limit and timeout;
-//! 6. [`request`]: JSON-RPC, `_meta` and headers parsed once into an
+//! 5. [`era`]: a request naming a 2025-11-25 session leaves for it ([`crate::legacy`]);
+//! 6. [`body`]: media types, then the body read within its limit and timeout;
+//! 7. [`request`]: JSON-RPC, `_meta` and headers parsed once into an
 //!    [`McpRequest`](request::McpRequest) (notifications end here with 202);
-//! 7. [`drain`]: while stopping, only retries of held calls pass;
-//! 8. [`owner`]: with `[fleet]`, a retry whose call another replica holds is forwarded there;
-//! 9. [`dispatch`]: the request applied; forwarded methods go to the bridge.
+//! 8. [`drain`]: while stopping, only retries of held calls pass;
+//! 9. [`owner`]: with `[fleet]`, a retry whose call another replica holds is forwarded there;
+//! 10. [`dispatch`]: the request applied; forwarded methods go to the bridge, a 2025-11-25
+//!     `initialize` starts a session.
 //!
 //! Each layer either passes the request on or answers it; every answer is written with
 //! [`reply`]'s pieces (a forwarded retry's answer is the owner's, relayed).
@@ -25,6 +28,7 @@ pub mod body;
 pub mod connections;
 pub mod dispatch;
 pub mod drain;
+pub mod era;
 pub mod listen;
 pub mod observe;
 pub mod origin;
@@ -59,6 +63,7 @@ use crate::auth::Authenticator;
 use crate::backend::pool::Pool;
 use crate::backend::BackendSpec;
 use crate::config::{Config, ServerConfig};
+use crate::legacy::LegacySessions;
 use crate::metrics::Metrics;
 use crate::mrtr::state::{random_id, KeyRing};
 use crate::mrtr::Bridge;
@@ -91,16 +96,42 @@ impl RouteService {
     }
 }
 
+/// What every route's stack shares.
+struct Shared<'a> {
+    server: &'a ServerConfig,
+    bridge: &'a Arc<Bridge>,
+    fleet: &'a Option<Arc<owner::Fleet>>,
+    listens: &'a Arc<listen::Listens>,
+    legacy: &'a Arc<LegacySessions>,
+    drain: &'a CancellationToken,
+    calls_end: &'a Arc<CancellationToken>,
+}
+
 /// The layers of one route, in the order a request meets them.
-fn route_stack(
-    route: &Arc<Route>,
-    server: &ServerConfig,
-    bridge: &Arc<Bridge>,
-    fleet: &Option<Arc<owner::Fleet>>,
-    listens: &Arc<listen::Listens>,
-    drain: &CancellationToken,
-    calls_end: &Arc<CancellationToken>,
-) -> RouteService {
+fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
+    let Shared {
+        server,
+        bridge,
+        fleet,
+        listens,
+        legacy,
+        drain,
+        calls_end,
+    } = *shared;
+    let read_body = body::ReadBodyLayer {
+        max_bytes: server.max_body_bytes,
+        timeout: server.body_read_timeout,
+        metrics: route.metrics.clone(),
+    };
+    let legacy = route.config.serves_legacy().then(|| legacy.clone());
+    let door = legacy.as_ref().map(|sessions| {
+        Arc::new(crate::legacy::serve::Door {
+            sessions: sessions.clone(),
+            route: route.clone(),
+            fleet: fleet.clone(),
+            limits: read_body.clone(),
+        })
+    });
     let origin_policy = Arc::new(origin::OriginPolicy::new(
         server.listen.ip().is_loopback(),
         server.allowed_hosts.as_deref(),
@@ -115,16 +146,15 @@ fn route_stack(
         .layer(ValidateRequestHeaderLayer::custom(origin::CheckOrigin(
             origin_policy,
         )))
-        .layer(ValidateRequestHeaderLayer::custom(origin::PostOnly))
+        .layer(ValidateRequestHeaderLayer::custom(origin::PostOnly {
+            sessions: door.is_some(),
+        }))
         .layer(AsyncRequireAuthorizationLayer::new(authn::Authenticate {
             route: route.clone(),
         }))
+        .layer(era::SessionsLayer { door })
         .layer(ValidateRequestHeaderLayer::custom(body::MediaTypes))
-        .layer(body::ReadBodyLayer {
-            max_bytes: server.max_body_bytes,
-            timeout: server.body_read_timeout,
-            metrics: route.metrics.clone(),
-        })
+        .layer(read_body)
         .layer(request::ParseLayer)
         .layer(ValidateRequestHeaderLayer::custom(drain::Drain(Arc::new(
             drain.clone(),
@@ -137,6 +167,7 @@ fn route_stack(
             route: route.clone(),
             bridge: bridge.clone(),
             listens: listens.clone(),
+            legacy,
             keep_alive: server.sse_keep_alive,
             stream_after: server.stream_after,
             calls_end: calls_end.clone(),
@@ -152,6 +183,8 @@ pub struct Gateway {
     fleet: Option<Arc<owner::Fleet>>,
     /// Open `subscriptions/listen` streams and their limits.
     listens: Arc<listen::Listens>,
+    /// 2025-11-25 client sessions, on every route that serves that era.
+    legacy: Arc<LegacySessions>,
     metrics: Arc<Metrics>,
     /// The root of shutdown: when cancelled, every task of the gateway ends. Pools, the bridge
     /// and the admin side hold child tokens.
@@ -229,6 +262,13 @@ impl Gateway {
             keep_alive: config.server.sse_keep_alive,
             drain: drain.clone(),
         });
+        let legacy = LegacySessions::new(
+            config.legacy.clone(),
+            bridge.clone(),
+            metrics.clone(),
+            config.server.sse_keep_alive,
+            shutdown.child_token(),
+        );
         let mut routes = HashMap::new();
         for route in &config.routes {
             let auth = Authenticator::new(&route.auth, auth_client.clone()).map_err(|source| {
@@ -249,12 +289,15 @@ impl Gateway {
             });
             let stack = route_stack(
                 &route,
-                &config.server,
-                &bridge,
-                &fleet,
-                &listens,
-                &drain,
-                &calls_end,
+                &Shared {
+                    server: &config.server,
+                    bridge: &bridge,
+                    fleet: &fleet,
+                    listens: &listens,
+                    legacy: &legacy,
+                    drain: &drain,
+                    calls_end: &calls_end,
+                },
             );
             routes.insert(route.config.path.clone(), (route, stack));
         }
@@ -268,6 +311,7 @@ impl Gateway {
             bridge,
             fleet,
             listens,
+            legacy,
             metrics,
             shutdown,
             drain,
@@ -338,6 +382,7 @@ impl Gateway {
     pub fn refresh_gauges(&self) {
         self.metrics.held.set(self.held_calls() as i64);
         self.metrics.listens.set(self.open_listens() as i64);
+        self.metrics.legacy_sessions.set(self.legacy.open() as i64);
         for pool in &self.pools {
             let stats = pool.stats();
             let name = pool.backend_name();
@@ -352,9 +397,18 @@ impl Gateway {
         }
     }
 
-    /// Nothing held, running or being forwarded: a draining gateway may stop.
+    /// Nothing held, running or being forwarded, and no 2025-11-25 request unanswered: a
+    /// draining gateway may stop.
     fn idle(&self) -> bool {
-        self.held_calls() == 0 && self.running_calls() == 0 && self.forwarding() == 0
+        self.held_calls() == 0
+            && self.running_calls() == 0
+            && self.forwarding() == 0
+            && self.legacy.requests_in_flight() == 0
+    }
+
+    /// 2025-11-25 client sessions.
+    pub fn legacy_sessions(&self) -> &Arc<LegacySessions> {
+        &self.legacy
     }
 
     /// Open `subscriptions/listen` streams.
@@ -372,9 +426,10 @@ impl Gateway {
         self.bridge.reload_keys()
     }
 
-    /// Ends held calls, then closes every backend session politely.
+    /// Ends held calls and 2025-11-25 sessions, then closes every backend session politely.
     async fn close(&self, grace: Duration) {
         self.bridge.shutdown(grace).await;
+        self.legacy.close_all().await;
         for pool in &self.pools {
             pool.shutdown().await;
         }

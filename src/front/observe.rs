@@ -80,10 +80,15 @@ where
                     } else {
                         "error"
                     },
+                    era: crate::config::Era::Modern,
                 });
             metrics
                 .requests
                 .with_label_values(&[&*route, labels.method, labels.outcome])
+                .inc();
+            metrics
+                .requests_by_era
+                .with_label_values(&[&*route, labels.era.label()])
                 .inc();
             metrics
                 .duration

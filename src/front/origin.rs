@@ -109,15 +109,24 @@ impl<B> ValidateRequest<B> for CheckOrigin {
     }
 }
 
-/// An MCP endpoint answers POST only (405 with `Allow: POST`).
+/// A 2026-07-28 endpoint answers POST only (405 with `Allow: POST`); where 2025-11-25 clients
+/// are served, GET and DELETE naming a session (`Mcp-Session-Id`) pass too.
 #[derive(Clone, Copy)]
-pub struct PostOnly;
+pub struct PostOnly {
+    pub sessions: bool,
+}
 
 impl<B> ValidateRequest<B> for PostOnly {
     type ResponseBody = Body;
 
     fn validate(&mut self, request: &mut Request<B>) -> Result<(), Response<Body>> {
-        if request.method() == Method::POST {
+        let method = request.method();
+        let session_method = self.sessions
+            && (method == Method::GET || method == Method::DELETE)
+            && request
+                .headers()
+                .contains_key(crate::protocol::SESSION_ID_HEADER);
+        if method == Method::POST || session_method {
             Ok(())
         } else {
             Err(error_response(None, &GatewayError::MethodNotAllowed))

@@ -143,24 +143,20 @@ impl Fleet {
         }
     }
 
-    /// Sends the request to its owner and relays the answer.
-    async fn forward(
-        self: Arc<Self>,
-        owner: String,
-        request: Request<McpRequest>,
-    ) -> Response<Body> {
-        let relaying = Relaying::start(&self);
-        let started = Instant::now();
-        let (parts, call) = request.into_parts();
-        let id = call.id;
-        let method = call.method;
-        let relayed = tokio::time::timeout(self.peer_timeout, async {
-            let peer = self.peer(&owner).await?;
+    /// The request as it came, to its owner: the response head, or why there is none.
+    async fn send_to_owner(
+        &self,
+        owner: &str,
+        parts: http::request::Parts,
+        body: Bytes,
+    ) -> Result<Response<hyper::body::Incoming>, GatewayError> {
+        tokio::time::timeout(self.peer_timeout, async {
+            let peer = self.peer(owner).await?;
             let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
             let uri = format!("http://{peer}{path}").parse().map_err(|_| {
                 GatewayError::OwnerUnavailable(format!("has an unusable address ({owner})"))
             })?;
-            let mut forwarded = Request::new(Full::new(call.body));
+            let mut forwarded = Request::new(Full::new(body));
             *forwarded.method_mut() = parts.method;
             *forwarded.uri_mut() = uri;
             let headers = forwarded.headers_mut();
@@ -185,7 +181,21 @@ impl Fleet {
                 "did not answer within {:?}",
                 self.peer_timeout
             )))
-        });
+        })
+    }
+
+    /// Sends the request to its owner and relays the answer.
+    async fn forward(
+        self: Arc<Self>,
+        owner: String,
+        request: Request<McpRequest>,
+    ) -> Response<Body> {
+        let relaying = Relaying::start(&self);
+        let started = Instant::now();
+        let (parts, call) = request.into_parts();
+        let id = call.id;
+        let method = call.method;
+        let relayed = self.send_to_owner(&owner, parts, call.body).await;
         self.metrics
             .forward_duration
             .observe(started.elapsed().as_secs_f64());
@@ -213,8 +223,31 @@ impl Fleet {
         strip_hop_by_hop(&mut head.headers);
         head.headers.remove(OWNER_UNAVAILABLE);
         let event_stream = is_event_stream(&head.headers);
-        let body = self.relay(incoming, event_stream, id, relaying);
+        let body = self.relay(incoming, event_stream, Some(id), Some(relaying));
         labeled(Response::from_parts(head, body), method, "forwarded")
+    }
+
+    /// A 2025-11-25 session's request (POST, GET stream or DELETE), to the replica holding the
+    /// session, and its answer relayed. Not counted in [`Fleet::forwarding`]: a GET stream
+    /// lasts as long as the client wants, and the drain does not wait for it.
+    pub async fn forward_session(
+        self: Arc<Self>,
+        owner: String,
+        parts: http::request::Parts,
+        body: Bytes,
+    ) -> Response<Body> {
+        let response = match self.send_to_owner(&owner, parts, body).await {
+            Ok(response) => response,
+            Err(error) => {
+                tracing::warn!(%owner, %error, "session request not forwarded");
+                return error_response(None, &error);
+            }
+        };
+        let (mut head, incoming) = response.into_parts();
+        strip_hop_by_hop(&mut head.headers);
+        let event_stream = is_event_stream(&head.headers);
+        let body = self.relay(incoming, event_stream, None, None);
+        Response::from_parts(head, body)
     }
 
     /// The owner's body, frame by frame as it comes. An owner silent for longer than its
@@ -224,8 +257,8 @@ impl Fleet {
         &self,
         incoming: B,
         event_stream: bool,
-        id: serde_json::Value,
-        relaying: Relaying,
+        id: Option<serde_json::Value>,
+        relaying: Option<Relaying>,
     ) -> Body
     where
         B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
@@ -256,6 +289,8 @@ impl Fleet {
                 if !event_stream {
                     return Some((Err(error.to_string().into()), None));
                 }
+                // A session's stream (no id to answer) just ends: its client resumes it.
+                let id = id?;
                 let message = jsonrpc::error_response(Some(id), &error.to_jsonrpc());
                 Some((Ok(Frame::data(sse_frame(&message))), None))
             }
@@ -521,8 +556,8 @@ mod tests {
         let relayed = fleet.relay(
             StreamBody::new(frames),
             true,
-            json!(7),
-            Relaying::start(&fleet),
+            Some(json!(7)),
+            Some(Relaying::start(&fleet)),
         );
         assert_eq!(fleet.forwarding(), 1);
         // Keep-alive (400 ms) + peer timeout (2 s) of silence: the owner is taken for gone.
@@ -547,8 +582,8 @@ mod tests {
         let relayed = fleet.relay(
             StreamBody::new(frames),
             true,
-            json!(9),
-            Relaying::start(&fleet),
+            Some(json!(9)),
+            Some(Relaying::start(&fleet)),
         );
         fleet.calls_end.cancel();
         let text = String::from_utf8(relayed.collect().await.unwrap().to_bytes().to_vec()).unwrap();
@@ -565,7 +600,12 @@ mod tests {
     #[tokio::test]
     async fn a_relay_dropped_by_its_client_is_no_longer_counted() {
         let fleet = fleet(&[]);
-        let relayed = fleet.relay(full("{}"), false, json!(1), Relaying::start(&fleet));
+        let relayed = fleet.relay(
+            full("{}"),
+            false,
+            Some(json!(1)),
+            Some(Relaying::start(&fleet)),
+        );
         assert_eq!(fleet.forwarding(), 1);
         drop(relayed);
         assert_eq!(fleet.forwarding(), 0);

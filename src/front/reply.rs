@@ -153,6 +153,8 @@ pub fn sse_response(body: Body, method: Method, outcome: &'static str) -> Respon
 pub struct Labels {
     pub method: &'static str,
     pub outcome: &'static str,
+    /// The protocol era the request was served in.
+    pub era: crate::config::Era,
 }
 
 pub fn labeled(
@@ -163,6 +165,7 @@ pub fn labeled(
     response.extensions_mut().insert(Labels {
         method: method.label(),
         outcome,
+        era: crate::config::Era::Modern,
     });
     response
 }

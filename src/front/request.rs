@@ -166,9 +166,33 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
     };
     let method = Method::parse(&method_name);
     if method == Method::Initialize {
-        // A 2025-11-25 client sends no request-metadata headers: it is told which revision to
-        // speak, not that its headers are missing.
-        return Err(reject(Some(&id), GatewayError::initialize_refused()));
+        // A 2026-07-28 request by that name is a removed method: told the revisions spoken here.
+        let modern = params
+            .get("_meta")
+            .and_then(|meta| meta.get(META_PROTOCOL_VERSION))
+            .is_some()
+            || headers
+                .get("mcp-protocol-version")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| SUPPORTED_VERSIONS.contains(&v));
+        if modern {
+            return Err(reject(Some(&id), GatewayError::initialize_refused()));
+        }
+        // A 2025-11-25 client sends no request-metadata headers: dispatch starts its session, or
+        // tells it which revision to speak, never that its headers are missing.
+        return Ok(Inbound::Request(McpRequest {
+            id,
+            method,
+            method_name,
+            target: None,
+            request_state: Field::Absent,
+            input_responses: Field::Absent,
+            arguments: None,
+            scope: RequestScope::default(),
+            trace_headers: Vec::new(),
+            params,
+            body: Bytes::new(),
+        }));
     }
     let (scope, trace_headers, target) = validate_meta(headers, method, &method_name, &mut params)
         .map_err(|e| reject(Some(&id), e))?;

@@ -137,6 +137,7 @@ mod tests {
             auth: Default::default(),
             resource: None,
             authorization_servers: Vec::new(),
+            eras: vec![crate::config::Era::Modern, crate::config::Era::Legacy],
         }
     }
 

@@ -254,6 +254,29 @@ impl Bridge {
         (self.config.held_ttl / 8).clamp(Duration::from_millis(50), Duration::from_secs(1))
     }
 
+    /// Seals a legacy session id with the state keys (rotated with them).
+    pub fn seal_session_id(&self, plaintext: &[u8]) -> String {
+        self.key_ring()
+            .seal_bytes(state::SESSION_ID_VERSION, plaintext)
+    }
+
+    /// Opens a legacy session id sealed by any replica of the fleet.
+    pub fn open_session_id(&self, token: &str) -> Option<Vec<u8>> {
+        self.key_ring()
+            .open_bytes(state::SESSION_ID_VERSION, token)
+            .ok()
+    }
+
+    /// This process's instance id, sealed into what it issues.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// With `[fleet]`: where the other replicas reach this one.
+    pub fn owner_address(&self) -> Option<&str> {
+        self.owner_address.as_deref()
+    }
+
     fn key_ring(&self) -> Arc<KeyRing> {
         self.keys.load_full()
     }

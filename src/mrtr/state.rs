@@ -22,7 +22,10 @@ use crate::digest::sha256_hex;
 use crate::error::StateRejection;
 use crate::protocol::Method;
 
+/// First byte of a `requestState` token (authenticated with it, so no token passes as another kind).
 const VERSION: u8 = 1;
+/// First byte of a legacy session id ([`KeyRing::seal_bytes`] with this purpose).
+pub const SESSION_ID_VERSION: u8 = 2;
 const KEY_ID_LEN: usize = 4;
 const NONCE_LEN: usize = 12;
 /// Longest token accepted, so a hostile one costs nothing to reject.
@@ -80,19 +83,29 @@ impl KeyRing {
     }
 
     pub fn seal(&self, payload: &StatePayload) -> String {
+        self.seal_bytes(VERSION, &serde_json::to_vec(payload).unwrap_or_default())
+    }
+
+    /// Opens a token, checking integrity only; binding checks are the caller's.
+    pub fn open(&self, token: &str) -> Result<StatePayload, StateRejection> {
+        let plaintext = self.open_bytes(VERSION, token)?;
+        serde_json::from_slice(&plaintext).map_err(|_| StateRejection::Malformed)
+    }
+
+    /// Seals `plaintext` for one purpose (its first byte, authenticated with the rest).
+    pub fn seal_bytes(&self, purpose: u8, plaintext: &[u8]) -> String {
         let key = &self.keys[0];
-        let plaintext = serde_json::to_vec(payload).unwrap_or_default();
         // A CSPRNG seeded from the OS (ChaCha, reseeded), without a system call per nonce.
         let nonce = Aes256Gcm::generate_nonce(&mut rand::thread_rng());
         let mut header = [0u8; 1 + KEY_ID_LEN];
-        header[0] = VERSION;
+        header[0] = purpose;
         header[1..].copy_from_slice(&key.id);
         let ciphertext = key
             .cipher
             .encrypt(
                 &nonce,
                 Payload {
-                    msg: &plaintext,
+                    msg: plaintext,
                     aad: &header,
                 },
             )
@@ -104,15 +117,15 @@ impl KeyRing {
         URL_SAFE_NO_PAD.encode(token)
     }
 
-    /// Opens a token, checking integrity only; binding checks are the caller's.
-    pub fn open(&self, token: &str) -> Result<StatePayload, StateRejection> {
+    /// Opens a token sealed for `purpose` by any key of the ring.
+    pub fn open_bytes(&self, purpose: u8, token: &str) -> Result<Vec<u8>, StateRejection> {
         if token.len() > MAX_TOKEN_LEN {
             return Err(StateRejection::Malformed);
         }
         let bytes = URL_SAFE_NO_PAD
             .decode(token)
             .map_err(|_| StateRejection::Malformed)?;
-        if bytes.len() < 1 + KEY_ID_LEN + NONCE_LEN + 16 || bytes[0] != VERSION {
+        if bytes.len() < 1 + KEY_ID_LEN + NONCE_LEN + 16 || bytes[0] != purpose {
             return Err(StateRejection::Malformed);
         }
         let (header, rest) = bytes.split_at(1 + KEY_ID_LEN);
@@ -122,8 +135,7 @@ impl KeyRing {
             .iter()
             .find(|k| k.id == header[1..])
             .ok_or(StateRejection::Tampered)?;
-        let plaintext = key
-            .cipher
+        key.cipher
             .decrypt(
                 Nonce::from_slice(nonce),
                 Payload {
@@ -131,8 +143,7 @@ impl KeyRing {
                     aad: header,
                 },
             )
-            .map_err(|_| StateRejection::Tampered)?;
-        serde_json::from_slice(&plaintext).map_err(|_| StateRejection::Malformed)
+            .map_err(|_| StateRejection::Tampered)
     }
 }
 

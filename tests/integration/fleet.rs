@@ -25,7 +25,8 @@ use crate::support::fleet::{
 };
 use crate::support::gateway::{Backend, TEST_STATE_KEY};
 use crate::support::modern_client::{
-    connect_in_time, modern_request, retry_of, standard_headers, RawExchange, TestClientHandler,
+    connect_in_time, connect_legacy, modern_request, retry_of, standard_headers, RawExchange,
+    TestClientHandler,
 };
 use crate::support::rpc::{
     all_caps, assert_rpc_error, elicitation_caps, input_required, key_of, result_text, tool_call,
@@ -38,6 +39,7 @@ over_both_transports!(
     a_retry_resent_through_another_non_owner_after_a_dropped_connection,
     a_killed_owner_is_reported_at_once,
     a_draining_owner_still_finishes_forwarded_retries,
+    a_legacy_session_is_served_through_a_round_robin_proxy,
 );
 
 /// The forwarders' counter of forwarded retries, by `result`.
@@ -715,5 +717,74 @@ async fn a_client_closing_its_connection_closes_the_forwarded_one() {
         started.elapsed()
     );
     fleet.kill(0).await;
+    fleet.stop().await;
+}
+
+/// A 2025-11-25 client's session lives on the replica that took its `initialize`; its requests,
+/// its answers to the backend's questions and its GET stream that land elsewhere are forwarded
+/// there.
+async fn a_legacy_session_is_served_through_a_round_robin_proxy(kind: Backend) {
+    let fleet = Fleet::start(kind).await;
+    let handler = TestClientHandler::builder()
+        .elicitation_form()
+        .sampling()
+        .elicit_accept(json!({"name": "Grace"}))
+        .sampling_text("Rome is the capital.")
+        .build();
+    let client = tokio::time::timeout(
+        Duration::from_secs(20),
+        connect_legacy(fleet.proxy_url(), handler.clone()),
+    )
+    .await
+    .expect("initialized in time")
+    .expect("a legacy client initializes through the proxy");
+    for _ in 0..2 {
+        let greeted = client
+            .call_tool(CallToolRequestParams::new("ask_name"))
+            .await
+            .expect("ask_name");
+        assert_eq!(greeted.content[0].as_text().unwrap().text, "Hello, Grace!");
+        let mut summarize = CallToolRequestParams::new("summarize");
+        summarize = summarize.with_arguments(
+            json!({"text": "Italy"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        let summary = client.call_tool(summarize).await.expect("summarize");
+        assert!(summary.content[0]
+            .as_text()
+            .unwrap()
+            .text
+            .contains("Rome is the capital."));
+    }
+    let asked: Vec<&str> = handler.recorded().iter().map(|r| r.method()).collect();
+    assert_eq!(
+        asked,
+        [
+            "elicitation/create",
+            "sampling/createMessage",
+            "elicitation/create",
+            "sampling/createMessage"
+        ]
+    );
+    let picks = fleet.proxy.picks();
+    for replica in 0..fleet.replicas.len() {
+        assert!(picks.contains(&replica), "replica {replica} in {picks:?}");
+    }
+    let forwarded = fleet
+        .metric_total("mrtr_requests_total", &[("outcome", "forwarded")])
+        .await;
+    assert!(
+        forwarded >= 2.0,
+        "session requests reached replicas that do not hold the session and were forwarded \
+         (the proxy's picks: {picks:?})"
+    );
+    assert_eq!(
+        fleet.metric_total("mrtr_legacy_sessions", &[]).await,
+        1.0,
+        "one session, on one replica"
+    );
+    let _ = client.cancel().await;
     fleet.stop().await;
 }

@@ -12,6 +12,7 @@ mod cli;
 mod faults;
 mod fleet;
 mod forwarding;
+mod legacy;
 mod listen;
 mod mrtr;
 mod pool;

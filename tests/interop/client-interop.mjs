@@ -21,6 +21,15 @@
 //     honoured subset, the backend's resource update and tool list change tagged with the
 //     listen id, a prompt list change the filter left out never delivered, and the listen
 //     result (`closed` resolves "graceful") when the gateway drains on SIGTERM;
+//   - legacy clients at the same endpoint: the TypeScript SDK 1.32.2 client, and the 2.4.0
+//     client in its default mode (`legacy`), both speaking 2025-11-25 through the gateway to
+//     server-everything over stdio and over Streamable HTTP. The client answers elicitation,
+//     sampling and roots itself, as server requests on its session's streams: the wire shows
+//     `initialize`, the gateway's own `Mcp-Session-Id` on every request after it, the server
+//     requests and the client's POSTed answers, a GET stream, and no `input_required` round;
+//     after the session's DELETE the same id gets 404;
+//   - the 2.4.0 client in `auto` mode lands on 2026-07-28 at that endpoint (wire-checked: its
+//     first request is server/discover, no initialize, no session id, MRTR rounds);
 //   - pin guards (no gateway): the pinned client pointed straight at a legacy server must fail
 //     (over HTTP and stdio), while the same client in `auto` mode falls back to 2025-11-25.
 //     This proves the pin really prevents a silent fallback.
@@ -42,6 +51,9 @@ import { randomBytes } from 'node:crypto';
 
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { Client as SdkClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as SdkHttpTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO = path.resolve(HERE, '..', '..');
@@ -57,6 +69,8 @@ function pkgVersion(dir) {
   }
 }
 const CLIENT_LABEL = `@modelcontextprotocol/client@${pkgVersion('@modelcontextprotocol/client')}`;
+const SDK_LABEL = `@modelcontextprotocol/sdk@${pkgVersion('@modelcontextprotocol/sdk')}`;
+const LEGACY_PROTOCOL = '2025-11-25';
 
 // ------------------------------------------------------------------------------------------------
 // Arguments
@@ -496,7 +510,7 @@ function makeClient(token, rootUri, record, mode = { pin: PROTOCOL }) {
     { name: 'mrtr-gateway-client-interop', version: '1.0.0' },
     {
       capabilities: { elicitation: { form: {} }, sampling: {}, roots: {} },
-      versionNegotiation: { mode, probe: { timeoutMs: 10_000 } },
+      ...(mode === null ? {} : { versionNegotiation: { mode, probe: { timeoutMs: 10_000 } } }),
     },
   );
   client.setRequestHandler('elicitation/create', async (req) => {
@@ -516,6 +530,27 @@ function makeClient(token, rootUri, record, mode = { pin: PROTOCOL }) {
     };
   });
   client.setRequestHandler('roots/list', async (req) => {
+    record.roots.push(req.params ?? {});
+    return { roots: [{ uri: rootUri, name: `root-${token}` }] };
+  });
+  return client;
+}
+
+// The TypeScript SDK 1.x client: 2025-11-25 only, with the same answers as makeClient's.
+function makeSdkClient(token, rootUri, record) {
+  const client = new SdkClient(
+    { name: 'mrtr-gateway-client-interop-sdk', version: '1.0.0' },
+    { capabilities: { elicitation: { form: {} }, sampling: {}, roots: {} } },
+  );
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    record.elicitation.push(req.params);
+    return { action: 'accept', content: { name: `Ada ${token}`, check: true, email: 'ada@example.com' } };
+  });
+  client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+    record.sampling.push(req.params);
+    return { role: 'assistant', model: 'interop-model', content: { type: 'text', text: `SAMPLED ${token}` }, stopReason: 'endTurn' };
+  });
+  client.setRequestHandler(ListRootsRequestSchema, async (req) => {
     record.roots.push(req.params ?? {});
     return { roots: [{ uri: rootUri, name: `root-${token}` }] };
   });
@@ -556,6 +591,25 @@ function caseList() {
       });
     }
   }
+  const legacyPkg = 'server-everything-2026-8';
+  const legacyVersion = pkgVersion(legacyPkg);
+  for (const transport of ['stdio', 'http']) {
+    list.push({
+      id: `legacy-sdk-everything-${legacyVersion}-${transport}`,
+      meta: { backend: '@modelcontextprotocol/server-everything', backendVersion: legacyVersion, transport, via: 'gateway (2025-11-25 session)' },
+      run: (row, dir) => runLegacyEverything(row, dir, legacyPkg, transport, 'sdk'),
+    });
+    list.push({
+      id: `legacy-default-mode-everything-${legacyVersion}-${transport}`,
+      meta: { backend: '@modelcontextprotocol/server-everything', backendVersion: legacyVersion, transport, via: 'gateway (2025-11-25 session)' },
+      run: (row, dir) => runLegacyEverything(row, dir, legacyPkg, transport, 'default'),
+    });
+  }
+  list.push({
+    id: `auto-mode-everything-${legacyVersion}-stdio`,
+    meta: { backend: '@modelcontextprotocol/server-everything', backendVersion: legacyVersion, transport: 'stdio', via: 'gateway (auto mode: lands on 2026-07-28)' },
+    run: (row, dir) => runEverything(row, dir, legacyPkg, 'stdio', 'auto'),
+  });
   const fsVersion = pkgVersion('@modelcontextprotocol/server-filesystem');
   list.push({
     id: `filesystem-${fsVersion}-stdio`,
@@ -657,16 +711,18 @@ async function startBehindGateway(row, dir, transport, parts, { startHttp, stdio
   parts.proxy = await startRecordingProxy(parts.gw.port, row.logs.frontWire);
 }
 
-async function connectPinned(row, client, url) {
+async function connectPinned(row, client, url, how = 'pinned') {
   const transport = new StreamableHTTPClientTransport(new URL(url));
   await client.connect(transport, { timeout: 30_000 });
   const v = client.getNegotiatedProtocolVersion();
-  if (!row.check('client: connected pinned to 2026-07-28 (server/discover, no initialize)', v === PROTOCOL, `negotiated ${v}`))
+  if (!row.check(`client: connected ${how} to 2026-07-28 (server/discover, no initialize)`, v === PROTOCOL, `negotiated ${v}`))
     throw new Error(`negotiated ${v}, expected ${PROTOCOL}`);
 }
 
 async function callToolRecorded(row, client, name, args, timeoutMs = 60_000) {
   try {
+    // The SDK 1.x client takes a result schema before the options.
+    if (client instanceof SdkClient) return await client.callTool({ name, arguments: args }, undefined, { timeout: timeoutMs });
     return await client.callTool({ name, arguments: args }, { timeout: timeoutMs });
   } catch (e) {
     row.check(`client: tools/call ${name} completed`, false, errText(e));
@@ -674,14 +730,14 @@ async function callToolRecorded(row, client, name, args, timeoutMs = 60_000) {
   }
 }
 
-async function runEverything(row, dir, pkgDir, transport) {
+async function runEverything(row, dir, pkgDir, transport, mode = { pin: PROTOCOL }) {
   const token = `tok-${randomBytes(4).toString('hex')}`;
   const rootDir = fs.mkdtempSync(path.join(dir, 'root-'));
   const rootUri = pathToFileURL(rootDir).href;
   const record = { elicitation: [], sampling: [], roots: [] };
   const entry = path.join(HERE, 'node_modules', pkgDir, 'dist', 'index.js');
   const parts = {};
-  const client = makeClient(token, rootUri, record);
+  const client = makeClient(token, rootUri, record, mode);
   try {
     await startBehindGateway(row, dir, transport, parts, {
       startHttp: (logFile) => startEverythingHttp(pkgDir, logFile),
@@ -689,7 +745,7 @@ async function runEverything(row, dir, pkgDir, transport) {
     });
     const { proxy } = parts;
 
-    await connectPinned(row, client, proxy.url);
+    await connectPinned(row, client, proxy.url, mode === 'auto' ? 'in auto mode' : 'pinned');
     const tools = await client.listTools(undefined, { timeout: 30_000 });
     const names = tools.tools.map((t) => t.name);
     const wanted = ['trigger-elicitation-request', 'trigger-sampling-request', 'get-roots-list'];
@@ -736,6 +792,122 @@ async function runEverything(row, dir, pkgDir, transport) {
       // after `initialized` is deferred), so it is checked over the whole case.
       const rootsRounds = row.wire.inputRequired.filter((r) => r.methods.includes('roots/list'));
       row.check('front: roots/list went by in an input_required round', rootsRounds.length > 0, `in rounds of: ${JSON.stringify(rootsRounds.map((r) => r.tool))}`);
+      await proxy.close();
+    }
+    if (gw) {
+      await stopChild(gw.child);
+      gatewayLogNotes(row, gw.logFile);
+    }
+    if (backend) await stopChild(backend.child);
+  }
+}
+
+// Wire analysis of a 2025-11-25 session through the gateway.
+function analyzeLegacyWire(exchanges) {
+  const w = { requests: exchanges.length, firstMethod: null, sessionId: null, withoutSession: [], otherSession: 0,
+    discover: 0, inputRequired: 0, serverRequests: [], clientAnswers: 0, clientAnswerStatuses: [], gets: [], deletes: [] };
+  for (const [i, ex] of exchanges.entries()) {
+    let body = null;
+    try {
+      body = JSON.parse(ex.requestBody);
+    } catch {}
+    const sid = ex.requestHeaders['mcp-session-id'];
+    if (i === 0) {
+      w.firstMethod = body?.method ?? `${ex.method} (no body)`;
+      w.sessionId = ex.responseHeaders?.['mcp-session-id'] ?? null;
+    } else if (!sid) {
+      w.withoutSession.push(`${ex.method} ${body?.method ?? ''}`);
+    } else if (sid !== w.sessionId) {
+      w.otherSession++;
+    }
+    if (body?.method === 'server/discover') w.discover++;
+    if (ex.method === 'GET') w.gets.push(ex.status);
+    if (ex.method === 'DELETE') w.deletes.push(ex.status);
+    if (body && body.id !== undefined && body.method === undefined) {
+      w.clientAnswers++;
+      w.clientAnswerStatuses.push(ex.status);
+    }
+    for (const m of parseMessages(ex.responseHeaders?.['content-type'], ex.responseBody)) {
+      if (m.result?.resultType === 'input_required') w.inputRequired++;
+      if (m.method && m.id !== undefined) w.serverRequests.push(m.method);
+    }
+  }
+  return w;
+}
+
+// A 2025-11-25 client (`flavor`: 'sdk' for the SDK 1.x client, 'default' for the 2.4.0
+// client with no versionNegotiation option) through the gateway to server-everything.
+async function runLegacyEverything(row, dir, pkgDir, transport, flavor) {
+  row.client = flavor === 'sdk' ? SDK_LABEL : `${CLIENT_LABEL} (default mode)`;
+  row.protocol = LEGACY_PROTOCOL;
+  const token = `tok-${randomBytes(4).toString('hex')}`;
+  const rootDir = fs.mkdtempSync(path.join(dir, 'root-'));
+  const rootUri = pathToFileURL(rootDir).href;
+  const record = { elicitation: [], sampling: [], roots: [] };
+  const entry = path.join(HERE, 'node_modules', pkgDir, 'dist', 'index.js');
+  const parts = {};
+  const client = flavor === 'sdk' ? makeSdkClient(token, rootUri, record) : makeClient(token, rootUri, record, null);
+  let clientTransport = null;
+  let sessionId = null;
+  try {
+    await startBehindGateway(row, dir, transport, parts, {
+      startHttp: (logFile) => startEverythingHttp(pkgDir, logFile),
+      stdioArgs: [entry, 'stdio'],
+    });
+    const { proxy } = parts;
+    clientTransport = flavor === 'sdk' ? new SdkHttpTransport(new URL(proxy.url)) : new StreamableHTTPClientTransport(new URL(proxy.url));
+    await client.connect(clientTransport, { timeout: 30_000 });
+    sessionId = clientTransport.sessionId;
+    row.check('client: connected with the 2025-11-25 initialize handshake', clientTransport.protocolVersion === LEGACY_PROTOCOL, `protocol ${clientTransport.protocolVersion}`);
+    row.check('client: holds a session id', typeof sessionId === 'string' && sessionId.length > 0, String(sessionId));
+    const tools = await client.listTools(undefined, { timeout: 30_000 });
+    const names = tools.tools.map((t) => t.name);
+    const wanted = ['trigger-elicitation-request', 'trigger-sampling-request', 'get-roots-list'];
+    row.check('tools/list offers the elicitation, sampling and roots tools', wanted.every((n) => names.includes(n)), `tools: ${names.join(', ')}`);
+    // server-everything asks roots/list after `initialized` (its roots sync): the client answers it.
+    await sleep(1000);
+    const el = await callToolRecorded(row, client, 'trigger-elicitation-request', {});
+    if (el) {
+      row.check('the client\'s own elicitation handler answered', record.elicitation.length > 0, `${record.elicitation.length} call(s)`);
+      row.check('trigger-elicitation-request result shows the handler\'s answer', textOf(el).includes(`Name: Ada ${token}`) && !el.isError, short(textOf(el)));
+    }
+    const sa = await callToolRecorded(row, client, 'trigger-sampling-request', { prompt: `interop ${token}`, maxTokens: 20 });
+    if (sa) {
+      row.check('the client\'s own sampling handler answered', record.sampling.length > 0, `${record.sampling.length} call(s)`);
+      row.check('trigger-sampling-request result shows the handler\'s answer', textOf(sa).includes(`SAMPLED ${token}`) && !sa.isError, short(textOf(sa)));
+    }
+    const ro = await callToolRecorded(row, client, 'get-roots-list', {});
+    if (ro) {
+      row.check('the client\'s own roots handler answered', record.roots.length > 0, `${record.roots.length} call(s)`);
+      row.check('get-roots-list result shows the handler\'s root', textOf(ro).includes(rootUri) && !ro.isError, short(textOf(ro)));
+    }
+    const ec = await callToolRecorded(row, client, 'echo', { message: `echo ${token}` });
+    if (ec) row.check('echo round-trips', textOf(ec).includes(`echo ${token}`), short(textOf(ec)));
+    await clientTransport.terminateSession();
+    const after = await fetch(proxy.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': sessionId, 'mcp-protocol-version': LEGACY_PROTOCOL },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 99, method: 'tools/list' }),
+    });
+    await after.text();
+    row.check('a request on the deleted session gets 404', after.status === 404, `HTTP ${after.status}`);
+  } catch (e) {
+    row.check('legacy flow ran', false, errText(e));
+  } finally {
+    await client.close().catch(() => {});
+    const { backend, gw, proxy } = parts;
+    if (proxy) {
+      const w = analyzeLegacyWire(proxy.exchanges);
+      row.wire = w;
+      row.check('front: first request is initialize', w.firstMethod === 'initialize', `first: ${w.firstMethod}`);
+      row.check('front: the initialize response carried the gateway\'s Mcp-Session-Id', !!w.sessionId && w.sessionId === sessionId, String(w.sessionId));
+      row.check('front: every later request carried that session id', w.withoutSession.length === 0 && w.otherSession === 0, `${w.withoutSession.join('; ')} / ${w.otherSession} other`);
+      row.check('front: no server/discover and no input_required round', w.discover === 0 && w.inputRequired === 0, `${w.discover} discover, ${w.inputRequired} rounds`);
+      for (const m of ['elicitation/create', 'sampling/createMessage', 'roots/list'])
+        row.check(`front: the backend's ${m} reached the client as a server request`, w.serverRequests.includes(m), JSON.stringify(w.serverRequests));
+      row.check('front: the client POSTed its answers (202)', w.clientAnswers >= 3 && w.clientAnswerStatuses.every((s) => s === 202), JSON.stringify(w.clientAnswerStatuses));
+      row.check('front: a GET stream was opened on the session', w.gets.includes(200), JSON.stringify(w.gets));
+      row.check('front: DELETE ended the session (200)', w.deletes.includes(200), JSON.stringify(w.deletes));
       await proxy.close();
     }
     if (gw) {

@@ -271,14 +271,15 @@ impl Harness {
             .expect("an address in the gateway URL")
     }
 
-    /// The gateway's metrics, as `/metrics` renders them.
+    /// The gateway's metrics, as `/metrics` renders them (gauges read first).
     pub fn metrics(&self) -> String {
-        self.gateway
+        let gateway = self
+            .gateway
             .as_ref()
             .expect("the gateway is running")
-            .gateway()
-            .metrics()
-            .render()
+            .gateway();
+        gateway.refresh_gauges();
+        gateway.metrics().render()
     }
 
     /// Every message the backend received so far, in order.

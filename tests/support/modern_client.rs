@@ -1,6 +1,6 @@
 //! The 2026-07-28 test client for the gateway's front side.
 //!
-//! This module owns three things:
+//! This module owns four things:
 //! - [`connect_modern`]: an `rmcp` client over Streamable HTTP pinned to protocol
 //!   `2026-07-28`. It starts with `server/discover` and never falls back to the
 //!   legacy `initialize` handshake, so a server that does not speak 2026-07-28
@@ -8,6 +8,8 @@
 //! - [`TestClientHandler`]: a scripted client that answers MRTR input requests
 //!   (elicitation, sampling, roots), records each one it is asked, and declares
 //!   only the client capabilities its builder enables.
+//! - [`connect_legacy`]: the same client in 2025-11-25 mode (`initialize`, a session), for
+//!   the gateway's legacy path.
 //! - [`post_raw`] and friends: hand-built JSON-RPC POSTs for wire-level checks
 //!   that `rmcp` hides, such as HTTP status codes, headers and the exact
 //!   `resultType` on the wire.
@@ -71,6 +73,21 @@ pub fn pinned_lifecycle() -> ClientLifecycleMode {
     ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     }
+}
+
+/// Connects `handler` as a 2025-11-25 client: the `initialize` handshake and a session, as a
+/// legacy client at the gateway's endpoint does. The handler answers the backend's elicitation,
+/// sampling and roots requests itself.
+pub async fn connect_legacy<H: ClientHandler>(
+    url: &str,
+    handler: H,
+) -> Result<ModernClient<H>, ClientInitializeError> {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url),
+    );
+    handler
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
 }
 
 /// Connects `handler` to the Streamable HTTP endpoint at `url`, pinned to

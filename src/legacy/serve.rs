@@ -1,0 +1,278 @@
+//! The HTTP side of a 2025-11-25 session (Streamable HTTP, 2025-11-25 transport rules):
+//!
+//! - `initialize` (reached through the modern stack's parse and dispatch, since only its body
+//!   says what it is) starts a session; the response carries the gateway's `Mcp-Session-Id`;
+//! - POST with the session id: a request is answered as SSE on its own stream (priming event,
+//!   then whatever relates to it, then its response); a notification or a response to one of
+//!   the backend's requests gets 202;
+//! - GET: the standalone stream, or with `Last-Event-ID` the rest of the stream that id names;
+//! - DELETE: the session ends, and its backend session with it;
+//! - a session id that names nothing here: 404. With `[fleet]`, one another replica holds is
+//!   forwarded there (GET streams included), as a retry of a held call is.
+//!
+//! The checks both eras share ran before: Host and Origin, authentication; body media types
+//! and limits are applied here as on the modern path.
+
+use std::sync::Arc;
+
+use http::header::{HeaderValue, ACCEPT};
+use http::{Method as HttpMethod, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde_json::Value;
+
+use super::session::LegacySession;
+use super::streams::parse_event_id;
+use super::{EndReason, LegacySessions, Located};
+use crate::config::Era;
+use crate::error::GatewayError;
+use crate::front::body::{check_media_types, read, ReadBodyLayer};
+use crate::front::owner::{forwarded_by, Fleet};
+use crate::front::reply::{empty, error_response, json_response, sse_response, Body, Labels};
+use crate::front::route::Route;
+use crate::jsonrpc::Message;
+use crate::protocol::{Method, LEGACY_VERSIONS, SESSION_ID_HEADER};
+
+const LAST_EVENT_ID: &str = "last-event-id";
+const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+
+/// Marks a response as served in the legacy era, for the metrics.
+fn labeled(mut response: Response<Body>, method: Method, outcome: &'static str) -> Response<Body> {
+    response.extensions_mut().insert(Labels {
+        method: method.label(),
+        outcome,
+        era: Era::Legacy,
+    });
+    response
+}
+
+fn refused(id: Option<Value>, error: &GatewayError, method: Method) -> Response<Body> {
+    let outcome = if error.http_status().is_client_error() {
+        "rejected"
+    } else {
+        "error"
+    };
+    labeled(error_response(id, error), method, outcome)
+}
+
+/// Answers a client's `initialize` (the body as received): a session of its own, or the
+/// backend's refusal.
+pub async fn initialize(
+    sessions: &Arc<LegacySessions>,
+    route: &Route,
+    principal: &str,
+    id: Value,
+    body: &[u8],
+) -> Response<Body> {
+    let message: Value = match serde_json::from_slice(body) {
+        Ok(message) => message,
+        Err(e) => {
+            return refused(
+                Some(id),
+                &GatewayError::Parse(e.to_string()),
+                Method::Initialize,
+            )
+        }
+    };
+    match sessions.initialize(route, principal, message).await {
+        Ok((response, Some(session_id))) => {
+            let mut reply = json_response(StatusCode::OK, &response);
+            if let Ok(value) = HeaderValue::from_str(&session_id) {
+                reply.headers_mut().insert(SESSION_ID_HEADER, value);
+            }
+            labeled(reply, Method::Initialize, "ok")
+        }
+        Ok((response, None)) => labeled(
+            json_response(StatusCode::OK, &response),
+            Method::Initialize,
+            "error",
+        ),
+        Err(error) => refused(Some(id), &error, Method::Initialize),
+    }
+}
+
+/// What a session's requests need besides the session.
+pub struct Door {
+    pub sessions: Arc<LegacySessions>,
+    pub route: Arc<Route>,
+    pub fleet: Option<Arc<Fleet>>,
+    pub limits: ReadBodyLayer,
+}
+
+impl Door {
+    /// Serves a request that names a session (`Mcp-Session-Id`).
+    pub async fn serve(&self, request: Request<Incoming>, principal: &str) -> Response<Body> {
+        let token = request
+            .headers()
+            .get(SESSION_ID_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        match self
+            .sessions
+            .locate(&token, principal, &self.route.config.path)
+        {
+            Located::Here(session) => self.apply(session, request).await,
+            Located::Replica(owner) => match &self.fleet {
+                Some(fleet) if forwarded_by(request.headers()).is_none() => {
+                    let (parts, body) = request.into_parts();
+                    let body = match read(Request::new(body), &self.limits).await {
+                        Ok(body) => body.into_body(),
+                        Err(error) => return refused(None, &error, Method::Other),
+                    };
+                    let response = fleet.clone().forward_session(owner, parts, body).await;
+                    labeled(response, Method::Other, "forwarded")
+                }
+                _ => refused(None, &GatewayError::SessionNotFound, Method::Other),
+            },
+            Located::NotFound => refused(None, &GatewayError::SessionNotFound, Method::Other),
+        }
+    }
+
+    async fn apply(
+        &self,
+        session: Arc<LegacySession>,
+        request: Request<Incoming>,
+    ) -> Response<Body> {
+        let busy = session.busy();
+        if let Err(error) = check_version(request.headers()) {
+            return refused(None, &error, Method::Other);
+        }
+        match *request.method() {
+            HttpMethod::GET => {
+                if !accepts_event_stream(request.headers()) {
+                    let error = GatewayError::NotAcceptable(
+                        "a GET stream needs Accept: text/event-stream".into(),
+                    );
+                    return refused(None, &error, Method::Other);
+                }
+                let resume = request
+                    .headers()
+                    .get(LAST_EVENT_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(parse_event_id);
+                let streams = session.streams();
+                let attached =
+                    match resume.and_then(|(stream, seq)| Some((streams.find(stream)?, seq))) {
+                        Some((log, seq)) => log.attach(Some(seq), self.sessions.keep_alive),
+                        None => match streams.standalone() {
+                            Some(log) => log.attach(None, self.sessions.keep_alive),
+                            None => Err(GatewayError::SessionNotFound),
+                        },
+                    };
+                match attached {
+                    Ok(body) => sse_legacy(body, busy, Method::Other),
+                    Err(error) => refused(None, &error, Method::Other),
+                }
+            }
+            HttpMethod::DELETE => {
+                drop(busy);
+                self.sessions.end(session.key(), EndReason::Deleted).await;
+                labeled(empty(StatusCode::OK), Method::Other, "ok")
+            }
+            HttpMethod::POST => self.post(session, request, busy).await,
+            _ => refused(None, &GatewayError::MethodNotAllowed, Method::Other),
+        }
+    }
+
+    async fn post(
+        &self,
+        session: Arc<LegacySession>,
+        request: Request<Incoming>,
+        busy: super::session::Busy,
+    ) -> Response<Body> {
+        if let Err(error) = check_media_types(request.headers()) {
+            return refused(None, &error, Method::Other);
+        }
+        let body = match read(request, &self.limits).await {
+            Ok(request) => request.into_body(),
+            Err(error) => return refused(None, &error, Method::Other),
+        };
+        let message: Value = match serde_json::from_slice(&body) {
+            Ok(message) => message,
+            Err(e) => return refused(None, &GatewayError::Parse(e.to_string()), Method::Other),
+        };
+        if message.is_array() {
+            let error = GatewayError::InvalidRequest("batch arrays are not supported".into());
+            return refused(None, &error, Method::Other);
+        }
+        let readable_id = message
+            .get("id")
+            .filter(|id| crate::jsonrpc::is_valid_id(id))
+            .cloned();
+        if let Some(limit) = self.route.pool.message_limit() {
+            if body.len() > limit {
+                let error = GatewayError::TooLargeForBackend {
+                    backend: self.route.pool.backend_name().to_string(),
+                    limit,
+                };
+                return refused(readable_id, &error, Method::Other);
+            }
+        }
+        let (id, method) = match Message::classify(message.clone()) {
+            Err(e) => {
+                let error = GatewayError::InvalidRequest(e.to_string());
+                return refused(readable_id, &error, Method::Other);
+            }
+            Ok(Message::Request { id, method, .. }) => (id, Method::parse(&method)),
+            Ok(Message::Notification { .. } | Message::Response { .. }) => {
+                return match session.send(message) {
+                    Ok(()) => labeled(empty(StatusCode::ACCEPTED), Method::Other, "ok"),
+                    Err(error) => refused(None, &error, Method::Other),
+                };
+            }
+        };
+        if method == Method::Initialize {
+            let error = GatewayError::InvalidRequest("this session is initialized already".into());
+            return refused(Some(id), &error, method);
+        }
+        match session
+            .request(&id, message)
+            .and_then(|log| log.attach(None, self.sessions.keep_alive))
+        {
+            Ok(body) => sse_legacy(body, busy, method),
+            Err(error) => refused(Some(id), &error, method),
+        }
+    }
+}
+
+/// An SSE response that keeps its session busy (not idle) until the client lets go.
+fn sse_legacy(body: Body, busy: super::session::Busy, method: Method) -> Response<Body> {
+    let body = body
+        .map_frame(move |frame| {
+            let _session = &busy;
+            frame
+        })
+        .boxed_unsync();
+    let mut response = sse_response(body, method, "ok");
+    if let Some(labels) = response.extensions_mut().get_mut::<Labels>() {
+        labels.era = Era::Legacy;
+    }
+    response
+}
+
+fn accepts_event_stream(headers: &http::HeaderMap) -> bool {
+    headers.get_all(ACCEPT).iter().any(|value| {
+        value.to_str().is_ok_and(|v| {
+            v.split(',').any(|t| {
+                let t = t.split(';').next().unwrap_or_default().trim();
+                t.eq_ignore_ascii_case("text/event-stream")
+                    || t.eq_ignore_ascii_case("text/*")
+                    || t == "*/*"
+            })
+        })
+    })
+}
+
+/// A session's requests may name their revision; it must be one of the session-based ones.
+fn check_version(headers: &http::HeaderMap) -> Result<(), GatewayError> {
+    match headers.get(PROTOCOL_VERSION).map(|v| v.to_str()) {
+        None => Ok(()),
+        Some(Ok(version)) if LEGACY_VERSIONS.contains(&version) => Ok(()),
+        Some(version) => Err(GatewayError::InvalidRequest(format!(
+            "Unsupported protocol version {:?} on a session (supported: {})",
+            version.unwrap_or_default(),
+            LEGACY_VERSIONS.join(", ")
+        ))),
+    }
+}

@@ -1,0 +1,376 @@
+//! One 2025-11-25 client session and the backend session dedicated to it.
+//!
+//! The session is a pipe: the client's messages go to the backend unchanged (its request ids
+//! too: nobody else shares the backend session), and what the backend sends goes to one of the
+//! client's streams ([`Streams`]):
+//!
+//! - a response, to the stream of the request it answers, which then finishes;
+//! - a progress notification, to the stream of the request that gave its token;
+//! - a list change or resource update, to the standalone stream when a client reads it;
+//! - anything else (server requests, logs, cancellations), to the stream of the newest request
+//!   in flight, as the legacy transport has it ("related to the originating request"), or the
+//!   standalone stream when none is.
+//!
+//! Task: one reader per session, owned by it (aborted when the session is dropped); it ends the
+//! session when the backend closes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::streams::{StreamLog, Streams};
+use super::LegacySessions;
+use crate::backend::{Transport, TransportEvent};
+use crate::error::{BackendError, GatewayError};
+use crate::jsonrpc::codes;
+use crate::mrtr::quota::Quota;
+use crate::sync::LockRecovered;
+
+/// Announcements that concern no request: they go where a client listens for such things.
+const UNRELATED: [&str; 4] = [
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+    "notifications/resources/updated",
+];
+
+pub struct LegacySession {
+    /// The table key, sealed into the client's session id.
+    key: String,
+    transport: Transport,
+    streams: Arc<Streams>,
+    routing: Mutex<Routing>,
+    /// Client requests being read or answered, and streams being read, right now.
+    open: AtomicUsize,
+    last_seen: Mutex<Instant>,
+    reader: Mutex<Option<JoinHandle<()>>>,
+    _place: SessionPlace,
+}
+
+#[derive(Default)]
+struct Routing {
+    /// Requests whose response has not come, by id (as JSON text), with their order.
+    in_flight: HashMap<String, (u64, Arc<StreamLog>)>,
+    order: u64,
+    /// Progress tokens (as JSON text) to the request that gave them.
+    progress: HashMap<String, String>,
+    /// The client's `initialize`, answered before the session is registered.
+    init: Option<(String, oneshot::Sender<Value>)>,
+    ended: bool,
+}
+
+impl Routing {
+    fn newest(&self) -> Option<&Arc<StreamLog>> {
+        self.in_flight
+            .values()
+            .max_by_key(|(order, _)| *order)
+            .map(|(_, log)| log)
+    }
+
+    fn take(&mut self, key: &str) -> Option<Arc<StreamLog>> {
+        let (_, log) = self.in_flight.remove(key)?;
+        self.progress.retain(|_, request| request != key);
+        Some(log)
+    }
+}
+
+/// A session's place in the limits, given back when the session is dropped.
+pub struct SessionPlace {
+    quota: Arc<Quota>,
+    principal: String,
+}
+
+impl SessionPlace {
+    pub fn new(quota: Arc<Quota>, principal: String) -> Self {
+        Self { quota, principal }
+    }
+}
+
+impl Drop for SessionPlace {
+    fn drop(&mut self) {
+        self.quota.give_back(&self.principal);
+    }
+}
+
+/// Counts a request or stream as open for as long as it lives (idle expiry waits for none).
+pub struct Busy(Arc<LegacySession>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+fn internal_error(id: &Value, message: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": codes::INTERNAL_ERROR, "message": message },
+    })
+}
+
+impl LegacySession {
+    /// Connects a backend session for one client; the reader starts at once.
+    pub async fn connect(
+        key: String,
+        sessions: &Arc<LegacySessions>,
+        spec: &crate::backend::BackendSpec,
+        keep: usize,
+        place: SessionPlace,
+    ) -> Result<Arc<Self>, BackendError> {
+        let (inbound, events) = mpsc::channel(64);
+        let transport = Transport::connect(spec, inbound).await?;
+        let session = Arc::new(Self {
+            key,
+            transport,
+            streams: Streams::new(keep),
+            routing: Mutex::new(Routing::default()),
+            open: AtomicUsize::new(0),
+            last_seen: Mutex::new(Instant::now()),
+            reader: Mutex::new(None),
+            _place: place,
+        });
+        let reader = tokio::spawn(read_backend(
+            Arc::downgrade(&session),
+            Arc::downgrade(sessions),
+            events,
+        ));
+        *session.reader.lock_recovered() = Some(reader);
+        Ok(session)
+    }
+
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    pub fn streams(&self) -> &Arc<Streams> {
+        &self.streams
+    }
+
+    /// Sends the client's `initialize` and waits for the backend's answer; a result makes the
+    /// transport speak the negotiated revision from now on.
+    pub async fn initialize(&self, message: Value, wait: Duration) -> Result<Value, GatewayError> {
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        let (answered, answer) = oneshot::channel();
+        self.routing.lock_recovered().init = Some((id_key(&id), answered));
+        self.transport.send(message)?;
+        let response = tokio::time::timeout(wait, answer)
+            .await
+            .map_err(|_| {
+                GatewayError::BackendTimeout(format!("no answer to initialize within {wait:?}"))
+            })?
+            .map_err(|_| {
+                GatewayError::Upstream(BackendError::Closed(
+                    "the backend closed before answering initialize".into(),
+                ))
+            })?;
+        if let Some(version) = response
+            .pointer("/result/protocolVersion")
+            .and_then(Value::as_str)
+        {
+            self.transport.initialized(version);
+        }
+        Ok(response)
+    }
+
+    /// The client is here: the session is not idle until the guard is dropped.
+    pub fn busy(self: &Arc<Self>) -> Busy {
+        self.open.fetch_add(1, Ordering::AcqRel);
+        self.touch();
+        Busy(self.clone())
+    }
+
+    fn touch(&self) {
+        *self.last_seen.lock_recovered() = Instant::now();
+    }
+
+    /// No client request or stream open, and none for `idle`.
+    pub fn idle_for(&self, idle: Duration) -> bool {
+        self.open.load(Ordering::Acquire) == 0 && self.last_seen.lock_recovered().elapsed() >= idle
+    }
+
+    /// Client requests whose response has not come.
+    pub fn requests_in_flight(&self) -> usize {
+        self.routing.lock_recovered().in_flight.len()
+    }
+
+    /// Sends a client request; its response, and what relates to it, go to the stream returned.
+    pub fn request(&self, id: &Value, message: Value) -> Result<Arc<StreamLog>, GatewayError> {
+        let key = id_key(id);
+        let log = {
+            let mut routing = self.routing.lock_recovered();
+            if routing.ended {
+                return Err(GatewayError::SessionNotFound);
+            }
+            if routing.in_flight.contains_key(&key) {
+                return Err(GatewayError::InvalidRequest(format!(
+                    "a request with id {key} is still in flight on this session"
+                )));
+            }
+            let log = self.streams.open();
+            routing.order += 1;
+            let order = routing.order;
+            routing.in_flight.insert(key.clone(), (order, log.clone()));
+            if let Some(token) = message.pointer("/params/_meta/progressToken") {
+                routing.progress.insert(id_key(token), key.clone());
+            }
+            log
+        };
+        if let Err(error) = self.transport.send(message) {
+            self.routing.lock_recovered().take(&key);
+            return Err(error.into());
+        }
+        Ok(log)
+    }
+
+    /// Sends a notification or a response to one of the backend's requests.
+    pub fn send(&self, message: Value) -> Result<(), GatewayError> {
+        if self.routing.lock_recovered().ended {
+            return Err(GatewayError::SessionNotFound);
+        }
+        Ok(self.transport.send(message)?)
+    }
+
+    /// Places one message from the backend on the client's stream it belongs to.
+    fn deliver(&self, message: Value) {
+        let mut routing = self.routing.lock_recovered();
+        let method = message.get("method").and_then(Value::as_str);
+        let target = match (method, message.get("id")) {
+            (None, Some(id)) => {
+                let key = id_key(id);
+                if routing.init.as_ref().is_some_and(|(init, _)| *init == key) {
+                    if let Some((_, answered)) = routing.init.take() {
+                        let _ = answered.send(message);
+                    }
+                    return;
+                }
+                match routing.take(&key) {
+                    Some(log) => {
+                        drop(routing);
+                        log.push(&message);
+                        log.finish();
+                    }
+                    None => tracing::debug!(id = %key, "response to no request in flight dropped"),
+                }
+                return;
+            }
+            (Some("notifications/progress"), _) => message
+                .pointer("/params/progressToken")
+                .and_then(|token| routing.progress.get(&id_key(token)))
+                .and_then(|request| routing.in_flight.get(request))
+                .map(|(_, log)| log.clone())
+                .or_else(|| routing.newest().cloned()),
+            (Some(method), _) if UNRELATED.contains(&method) => {
+                let standalone = self.streams.standalone();
+                match standalone {
+                    Some(log) if log.is_attached() => Some(log),
+                    standalone => routing.newest().cloned().or(standalone),
+                }
+            }
+            _ => routing.newest().cloned(),
+        };
+        drop(routing);
+        if let Some(log) = target.or_else(|| self.streams.standalone()) {
+            log.push(&message);
+        }
+    }
+
+    /// The transport could not deliver or answer a request.
+    fn fail_request(&self, id: &Value, reason: &str) {
+        let key = id_key(id);
+        let mut routing = self.routing.lock_recovered();
+        if routing.init.as_ref().is_some_and(|(init, _)| *init == key) {
+            if let Some((_, answered)) = routing.init.take() {
+                let _ = answered.send(internal_error(id, reason));
+            }
+            return;
+        }
+        if let Some(log) = routing.take(&key) {
+            drop(routing);
+            log.push(&internal_error(
+                id,
+                &format!("Backend unavailable: {reason}"),
+            ));
+            log.finish();
+        }
+    }
+
+    /// Nothing more reaches the backend: requests in flight are answered with `why`, and every
+    /// stream finishes.
+    fn end_streams(&self, why: &str) {
+        let in_flight: Vec<(String, Arc<StreamLog>)> = {
+            let mut routing = self.routing.lock_recovered();
+            routing.ended = true;
+            routing.init = None;
+            routing.progress.clear();
+            routing
+                .in_flight
+                .drain()
+                .map(|(key, (_, log))| (key, log))
+                .collect()
+        };
+        for (key, log) in in_flight {
+            let id: Value = serde_json::from_str(&key).unwrap_or(Value::Null);
+            log.push(&internal_error(&id, why));
+            log.finish();
+        }
+        self.streams.finish_all();
+    }
+
+    /// Ends the session: its streams, then the backend session (stdin closed or the child
+    /// stopped; HTTP `DELETE`).
+    pub async fn close(&self, why: &str) {
+        self.end_streams(why);
+        self.transport.shutdown().await;
+    }
+}
+
+impl Drop for LegacySession {
+    fn drop(&mut self) {
+        if let Some(reader) = self.reader.lock_recovered().take() {
+            reader.abort();
+        }
+    }
+}
+
+/// Reads what the backend sends until it closes, then ends the session.
+async fn read_backend(
+    session: Weak<LegacySession>,
+    sessions: Weak<LegacySessions>,
+    mut events: mpsc::Receiver<TransportEvent>,
+) {
+    let reason = loop {
+        let Some(event) = events.recv().await else {
+            break "the backend connection ended".to_string();
+        };
+        let Some(session) = session.upgrade() else {
+            return;
+        };
+        match event {
+            TransportEvent::Message(message) => session.deliver(message),
+            TransportEvent::RequestFailed { id, reason } => session.fail_request(&id, &reason),
+            TransportEvent::Closed(reason) => break reason,
+        }
+    };
+    let Some(session) = session.upgrade() else {
+        return;
+    };
+    tracing::info!(%reason, "legacy session's backend closed");
+    let why = format!("Backend session closed: {reason}");
+    session.end_streams(&why);
+    if let Some(sessions) = sessions.upgrade() {
+        sessions
+            .end(session.key(), super::EndReason::BackendClosed)
+            .await;
+    }
+}

@@ -13,6 +13,10 @@ pub const BACKEND_PROTOCOL_VERSION: &str = "2025-11-25";
 /// in `MCP-Protocol-Version`.
 pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
+/// The header naming the revision of a request (both eras).
+pub const PROTOCOL_VERSION_HEADER: http::HeaderName =
+    http::HeaderName::from_static("mcp-protocol-version");
+
 /// The header naming a 2025-11-25 session, on both sides (a client's is the gateway's own).
 pub const SESSION_ID_HEADER: http::HeaderName = http::HeaderName::from_static("mcp-session-id");
 

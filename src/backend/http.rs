@@ -31,8 +31,8 @@ use super::{BackendError, BackendSpec, Outbox, TransportEvent};
 use crate::http_client::{is_event_stream, HttpClient};
 use crate::sync::{LockRecovered, RwLockRecovered};
 
+use crate::protocol::PROTOCOL_VERSION_HEADER as PROTOCOL_VERSION;
 use crate::protocol::SESSION_ID_HEADER as SESSION_ID;
-const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 /// Largest JSON body read from a backend.
 const MAX_JSON_BODY: usize = 64 * 1024 * 1024;

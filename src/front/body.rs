@@ -53,6 +53,17 @@ fn media_types<'a>(
         })
 }
 
+/// Whether `Accept` admits `wanted` (wildcards count, `q=0` refuses).
+pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
+    let major = wanted.split('/').next().unwrap_or_default();
+    media_types(headers, ACCEPT).any(|a| {
+        a.eq_ignore_ascii_case(wanted)
+            || a == "*/*"
+            || a.strip_suffix("/*")
+                .is_some_and(|m| m.eq_ignore_ascii_case(major))
+    })
+}
+
 /// Checks `Content-Type` and `Accept` of a POST.
 pub fn check_media_types(headers: &HeaderMap) -> Result<(), GatewayError> {
     let json = "application/json";
@@ -64,16 +75,7 @@ pub fn check_media_types(headers: &HeaderMap) -> Result<(), GatewayError> {
             "Content-Type must be application/json".into(),
         ));
     }
-    let accepts = |wanted: &str| {
-        let major = wanted.split('/').next().unwrap_or_default();
-        media_types(headers, ACCEPT).any(|a| {
-            a.eq_ignore_ascii_case(wanted)
-                || a == "*/*"
-                || a.strip_suffix("/*")
-                    .is_some_and(|m| m.eq_ignore_ascii_case(major))
-        })
-    };
-    if !(accepts(json) && accepts("text/event-stream")) {
+    if !(accepts(headers, json) && accepts(headers, "text/event-stream")) {
         return Err(GatewayError::NotAcceptable(
             "Accept must list both application/json and text/event-stream".into(),
         ));

@@ -16,7 +16,9 @@ use tower::Service;
 
 use super::authn::Principal;
 use super::listen::Listens;
-use super::reply::{answer_early, error_response, json_response, labeled, Body, Reply};
+use super::reply::{
+    answer_early, error_outcome, error_response, json_response, labeled, Body, Reply,
+};
 use super::request::{Field, McpRequest};
 use super::route::Route;
 use super::translate;
@@ -85,12 +87,11 @@ impl Service<Request<McpRequest>> for Dispatch {
                 None => Err(GatewayError::Internal("no principal".into())),
             };
             answer.unwrap_or_else(|error| {
-                let outcome = if error.http_status().is_client_error() {
-                    "rejected"
-                } else {
-                    "error"
-                };
-                labeled(error_response(Some(id), &error), method, outcome)
+                labeled(
+                    error_response(Some(id), &error),
+                    method,
+                    error_outcome(&error),
+                )
             })
         };
         if !method.is_forwarded() {

@@ -23,7 +23,7 @@ use super::authn::Principal;
 use super::reply::{error_response, Body};
 use crate::error::GatewayError;
 use crate::legacy::serve::Door;
-use crate::protocol::{SESSION_ID_HEADER, SUPPORTED_VERSIONS};
+use crate::protocol::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER, SUPPORTED_VERSIONS};
 
 #[derive(Clone)]
 pub struct SessionsLayer {
@@ -84,7 +84,7 @@ fn names_session<B>(door: &Door, request: &Request<B>) -> bool {
     };
     let modern_post = request.method() == http::Method::POST
         && headers
-            .get("mcp-protocol-version")
+            .get(PROTOCOL_VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| SUPPORTED_VERSIONS.contains(&v));
     !modern_post || token.to_str().is_ok_and(|t| door.sessions.issued(t))

@@ -28,7 +28,7 @@ use crate::backend::changes::Change;
 use crate::backend::listen::ListenGuard;
 use crate::error::{GatewayError, HeldError};
 use crate::jsonrpc;
-use crate::mrtr::quota::Quota;
+use crate::mrtr::quota::{Place, Quota};
 use crate::protocol::Method;
 
 /// `_meta` key naming the listen a notification belongs to.
@@ -150,18 +150,6 @@ impl Filter {
     }
 }
 
-/// One open listen's place in the limits, given back when its stream ends.
-struct ListenPlace {
-    quota: Arc<Quota>,
-    principal: String,
-}
-
-impl Drop for ListenPlace {
-    fn drop(&mut self) {
-        self.quota.give_back(&self.principal);
-    }
-}
-
 /// What a listen needs from the front.
 pub struct Listens {
     pub quota: Arc<Quota>,
@@ -181,16 +169,16 @@ impl Listens {
         params: &Map<String, Value>,
     ) -> Result<Response<Body>, GatewayError> {
         let filter = Filter::parse(params)?;
-        self.quota.take(&principal).map_err(|error| match error {
-            HeldError::Full(n) => GatewayError::ListenLimit(format!("{n} listens are open")),
-            HeldError::PrincipalFull(n) => {
-                GatewayError::ListenLimit(format!("{n} of this client's listens are open"))
-            }
-        })?;
-        let place = ListenPlace {
-            quota: self.quota.clone(),
-            principal: principal.clone(),
-        };
+        // The listen's place in the limits, given back when its stream ends.
+        let place = self
+            .quota
+            .place(principal.clone())
+            .map_err(|error| match error {
+                HeldError::Full(n) => GatewayError::ListenLimit(format!("{n} listens are open")),
+                HeldError::PrincipalFull(n) => {
+                    GatewayError::ListenLimit(format!("{n} of this client's listens are open"))
+                }
+            })?;
         // Subscribed before the session starts, so nothing it hears first is missed.
         let changes = route.pool.changes(&principal);
         let uris = filter.resource_subscriptions.clone().unwrap_or_default();
@@ -218,7 +206,7 @@ impl Listens {
 /// What a listen holds while its stream is open.
 struct Held {
     _guard: ListenGuard,
-    _place: ListenPlace,
+    _place: Place,
 }
 
 fn tagged(method: &str, params: Option<&Value>, id: &Value) -> Value {

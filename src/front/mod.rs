@@ -138,10 +138,10 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
         server.allowed_origins.as_deref(),
     ));
     let stack = ServiceBuilder::new()
-        .layer(observe::ObserveLayer {
-            route: route.config.path.as_str().into(),
-            metrics: route.metrics.clone(),
-        })
+        .layer(observe::ObserveLayer::new(
+            &route.config.path,
+            route.metrics.clone(),
+        ))
         .layer(CatchPanicLayer::custom(reply::panicked))
         .layer(ValidateRequestHeaderLayer::custom(origin::CheckOrigin(
             origin_policy,

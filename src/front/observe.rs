@@ -11,13 +11,32 @@ use http::{Request, Response};
 use tower::{Layer, Service};
 
 use super::reply::Labels;
+use crate::config::Era;
 use crate::metrics::Metrics;
 use crate::protocol::Method;
+use prometheus::IntCounter;
 
 #[derive(Clone)]
 pub struct ObserveLayer {
-    pub route: Arc<str>,
-    pub metrics: Arc<Metrics>,
+    route: Arc<str>,
+    metrics: Arc<Metrics>,
+    /// This route's `mrtr_requests_by_era_total` children, resolved once: modern, legacy.
+    by_era: [IntCounter; 2],
+}
+
+impl ObserveLayer {
+    pub fn new(route: &str, metrics: Arc<Metrics>) -> Self {
+        let by_era = [Era::Modern, Era::Legacy].map(|era| {
+            metrics
+                .requests_by_era
+                .with_label_values(&[route, era.label()])
+        });
+        Self {
+            route: route.into(),
+            metrics,
+            by_era,
+        }
+    }
 }
 
 impl<S> Layer<S> for ObserveLayer {
@@ -53,7 +72,11 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let started = Instant::now();
-        let ObserveLayer { route, metrics } = self.layer.clone();
+        let ObserveLayer {
+            route,
+            metrics,
+            by_era,
+        } = self.layer.clone();
         let span = tracing::info_span!(
             "request",
             route = %route,
@@ -80,16 +103,13 @@ where
                     } else {
                         "error"
                     },
-                    era: crate::config::Era::Modern,
+                    era: Era::Modern,
                 });
             metrics
                 .requests
                 .with_label_values(&[&*route, labels.method, labels.outcome])
                 .inc();
-            metrics
-                .requests_by_era
-                .with_label_values(&[&*route, labels.era.label()])
-                .inc();
+            by_era[usize::from(labels.era == Era::Legacy)].inc();
             metrics
                 .duration
                 .with_label_values(&[&*route, labels.method])

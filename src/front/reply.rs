@@ -157,17 +157,32 @@ pub struct Labels {
     pub era: crate::config::Era,
 }
 
-pub fn labeled(
+pub fn labeled(response: Response<Body>, method: Method, outcome: &'static str) -> Response<Body> {
+    labeled_in(response, method, outcome, crate::config::Era::Modern)
+}
+
+/// [`labeled`], for a response of the given era.
+pub fn labeled_in(
     mut response: Response<Body>,
     method: Method,
     outcome: &'static str,
+    era: crate::config::Era,
 ) -> Response<Body> {
     response.extensions_mut().insert(Labels {
         method: method.label(),
         outcome,
-        era: crate::config::Era::Modern,
+        era,
     });
     response
+}
+
+/// The outcome label of a request answered with `error`: the client's fault, or not.
+pub fn error_outcome(error: &GatewayError) -> &'static str {
+    if error.http_status().is_client_error() {
+        "rejected"
+    } else {
+        "error"
+    }
 }
 
 fn outcome_label(outcome: &Outcome) -> &'static str {

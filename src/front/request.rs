@@ -172,7 +172,7 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
             .and_then(|meta| meta.get(META_PROTOCOL_VERSION))
             .is_some()
             || headers
-                .get("mcp-protocol-version")
+                .get(crate::protocol::PROTOCOL_VERSION_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|v| SUPPORTED_VERSIONS.contains(&v));
         if modern {

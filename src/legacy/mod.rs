@@ -29,7 +29,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use self::session::{LegacySession, SessionPlace};
+use self::session::LegacySession;
 use crate::config::{LegacyConfig, ANONYMOUS};
 use crate::error::{GatewayError, HeldError};
 use crate::front::route::Route;
@@ -173,7 +173,7 @@ impl LegacySessions {
         } else {
             principal_digest(principal)
         };
-        self.quota.take(&counted_as).map_err(|e| match e {
+        let place = self.quota.place(counted_as).map_err(|e| match e {
             HeldError::Full(n) => {
                 GatewayError::SessionLimit(format!("{n} sessions are open, the gateway's limit"))
             }
@@ -181,7 +181,6 @@ impl LegacySessions {
                 GatewayError::SessionLimit(format!("this client has {n} sessions open"))
             }
         })?;
-        let place = SessionPlace::new(self.quota.clone(), counted_as);
         let session = LegacySession::connect(
             key.clone(),
             self,

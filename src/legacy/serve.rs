@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use http::header::{HeaderValue, ACCEPT};
+use http::header::HeaderValue;
 use http::{Method as HttpMethod, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -26,33 +26,24 @@ use super::streams::parse_event_id;
 use super::{EndReason, LegacySessions, Located};
 use crate::config::Era;
 use crate::error::GatewayError;
-use crate::front::body::{check_media_types, read, ReadBodyLayer};
+use crate::front::body::{accepts, check_media_types, read, ReadBodyLayer};
 use crate::front::owner::{forwarded_by, Fleet};
-use crate::front::reply::{empty, error_response, json_response, sse_response, Body, Labels};
+use crate::front::reply::{
+    empty, error_outcome, error_response, json_response, labeled_in, sse_response, Body,
+};
 use crate::front::route::Route;
 use crate::jsonrpc::Message;
-use crate::protocol::{Method, LEGACY_VERSIONS, SESSION_ID_HEADER};
+use crate::protocol::{Method, LEGACY_VERSIONS, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
 const LAST_EVENT_ID: &str = "last-event-id";
-const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
 /// Marks a response as served in the legacy era, for the metrics.
-fn labeled(mut response: Response<Body>, method: Method, outcome: &'static str) -> Response<Body> {
-    response.extensions_mut().insert(Labels {
-        method: method.label(),
-        outcome,
-        era: Era::Legacy,
-    });
-    response
+fn labeled(response: Response<Body>, method: Method, outcome: &'static str) -> Response<Body> {
+    labeled_in(response, method, outcome, Era::Legacy)
 }
 
 fn refused(id: Option<Value>, error: &GatewayError, method: Method) -> Response<Body> {
-    let outcome = if error.http_status().is_client_error() {
-        "rejected"
-    } else {
-        "error"
-    };
-    labeled(error_response(id, error), method, outcome)
+    labeled(error_response(id, error), method, error_outcome(error))
 }
 
 /// Answers a client's `initialize` (the body as received): a session of its own, or the
@@ -140,7 +131,7 @@ impl Door {
         }
         match *request.method() {
             HttpMethod::GET => {
-                if !accepts_event_stream(request.headers()) {
+                if !accepts(request.headers(), "text/event-stream") {
                     let error = GatewayError::NotAcceptable(
                         "a GET stream needs Accept: text/event-stream".into(),
                     );
@@ -244,29 +235,12 @@ fn sse_legacy(body: Body, busy: super::session::Busy, method: Method) -> Respons
             frame
         })
         .boxed_unsync();
-    let mut response = sse_response(body, method, "ok");
-    if let Some(labels) = response.extensions_mut().get_mut::<Labels>() {
-        labels.era = Era::Legacy;
-    }
-    response
-}
-
-fn accepts_event_stream(headers: &http::HeaderMap) -> bool {
-    headers.get_all(ACCEPT).iter().any(|value| {
-        value.to_str().is_ok_and(|v| {
-            v.split(',').any(|t| {
-                let t = t.split(';').next().unwrap_or_default().trim();
-                t.eq_ignore_ascii_case("text/event-stream")
-                    || t.eq_ignore_ascii_case("text/*")
-                    || t == "*/*"
-            })
-        })
-    })
+    labeled(sse_response(body, method, "ok"), method, "ok")
 }
 
 /// A session's requests may name their revision; it must be one of the session-based ones.
 fn check_version(headers: &http::HeaderMap) -> Result<(), GatewayError> {
-    match headers.get(PROTOCOL_VERSION).map(|v| v.to_str()) {
+    match headers.get(PROTOCOL_VERSION_HEADER).map(|v| v.to_str()) {
         None => Ok(()),
         Some(Ok(version)) if LEGACY_VERSIONS.contains(&version) => Ok(()),
         Some(version) => Err(GatewayError::InvalidRequest(format!(

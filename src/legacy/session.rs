@@ -28,7 +28,7 @@ use super::LegacySessions;
 use crate::backend::{Transport, TransportEvent};
 use crate::error::{BackendError, GatewayError};
 use crate::jsonrpc::codes;
-use crate::mrtr::quota::Quota;
+use crate::mrtr::quota::Place;
 use crate::sync::LockRecovered;
 
 /// Announcements that concern no request: they go where a client listens for such things.
@@ -49,7 +49,8 @@ pub struct LegacySession {
     open: AtomicUsize,
     last_seen: Mutex<Instant>,
     reader: Mutex<Option<JoinHandle<()>>>,
-    _place: SessionPlace,
+    /// The session's place in the `[legacy]` limits, given back when it is dropped.
+    _place: Place,
 }
 
 #[derive(Default)]
@@ -72,28 +73,18 @@ impl Routing {
             .map(|(_, log)| log)
     }
 
+    /// The waiter of the client's `initialize`, if `key` is its id.
+    fn take_init(&mut self, key: &str) -> Option<oneshot::Sender<Value>> {
+        if self.init.as_ref().is_some_and(|(init, _)| init == key) {
+            return self.init.take().map(|(_, answered)| answered);
+        }
+        None
+    }
+
     fn take(&mut self, key: &str) -> Option<Arc<StreamLog>> {
         let (_, log) = self.in_flight.remove(key)?;
         self.progress.retain(|_, request| request != key);
         Some(log)
-    }
-}
-
-/// A session's place in the limits, given back when the session is dropped.
-pub struct SessionPlace {
-    quota: Arc<Quota>,
-    principal: String,
-}
-
-impl SessionPlace {
-    pub fn new(quota: Arc<Quota>, principal: String) -> Self {
-        Self { quota, principal }
-    }
-}
-
-impl Drop for SessionPlace {
-    fn drop(&mut self) {
-        self.quota.give_back(&self.principal);
     }
 }
 
@@ -126,7 +117,7 @@ impl LegacySession {
         sessions: &Arc<LegacySessions>,
         spec: &crate::backend::BackendSpec,
         keep: usize,
-        place: SessionPlace,
+        place: Place,
     ) -> Result<Arc<Self>, BackendError> {
         let (inbound, events) = mpsc::channel(64);
         let transport = Transport::connect(spec, inbound).await?;
@@ -248,10 +239,8 @@ impl LegacySession {
         let target = match (method, message.get("id")) {
             (None, Some(id)) => {
                 let key = id_key(id);
-                if routing.init.as_ref().is_some_and(|(init, _)| *init == key) {
-                    if let Some((_, answered)) = routing.init.take() {
-                        let _ = answered.send(message);
-                    }
+                if let Some(answered) = routing.take_init(&key) {
+                    let _ = answered.send(message);
                     return;
                 }
                 match routing.take(&key) {
@@ -289,10 +278,8 @@ impl LegacySession {
     fn fail_request(&self, id: &Value, reason: &str) {
         let key = id_key(id);
         let mut routing = self.routing.lock_recovered();
-        if routing.init.as_ref().is_some_and(|(init, _)| *init == key) {
-            if let Some((_, answered)) = routing.init.take() {
-                let _ = answered.send(internal_error(id, reason));
-            }
+        if let Some(answered) = routing.take_init(&key) {
+            let _ = answered.send(internal_error(id, reason));
             return;
         }
         if let Some(log) = routing.take(&key) {

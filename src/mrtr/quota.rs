@@ -3,10 +3,23 @@
 //! principal's count makes its check and increment one step; no lock spans all principals.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use dashmap::DashMap;
 
 use crate::error::HeldError;
+
+/// One place taken in a [`Quota`], given back when dropped.
+pub struct Place {
+    quota: Arc<Quota>,
+    principal: String,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.quota.give_back(&self.principal);
+    }
+}
 
 pub struct Quota {
     /// Places taken, per principal digest.
@@ -61,6 +74,15 @@ impl Quota {
         self.per_principal
             .remove_if(principal, |_, count| *count == 0);
         self.taken.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Takes one place for `principal` as a guard that gives it back when dropped.
+    pub fn place(self: &Arc<Self>, principal: String) -> Result<Place, HeldError> {
+        self.take(&principal)?;
+        Ok(Place {
+            quota: self.clone(),
+            principal,
+        })
     }
 
     /// Places taken now, gateway-wide.

@@ -505,6 +505,24 @@ function analyzeWire(exchanges) {
 // ------------------------------------------------------------------------------------------------
 // The client under test
 
+// The client's answers to the backend's questions, recorded; both clients below use them.
+function answersFor(token, rootUri, record) {
+  return {
+    elicit: async (req) => {
+      record.elicitation.push(req.params);
+      return { action: 'accept', content: { name: `Ada ${token}`, check: true, email: 'ada@example.com' } };
+    },
+    sample: async (req) => {
+      record.sampling.push(req.params);
+      return { role: 'assistant', model: 'interop-model', content: { type: 'text', text: `SAMPLED ${token}` }, stopReason: 'endTurn' };
+    },
+    roots: async (req) => {
+      record.roots.push(req.params ?? {});
+      return { roots: [{ uri: rootUri, name: `root-${token}` }] };
+    },
+  };
+}
+
 function makeClient(token, rootUri, record, mode = { pin: PROTOCOL }) {
   const client = new Client(
     { name: 'mrtr-gateway-client-interop', version: '1.0.0' },
@@ -513,26 +531,10 @@ function makeClient(token, rootUri, record, mode = { pin: PROTOCOL }) {
       ...(mode === null ? {} : { versionNegotiation: { mode, probe: { timeoutMs: 10_000 } } }),
     },
   );
-  client.setRequestHandler('elicitation/create', async (req) => {
-    record.elicitation.push(req.params);
-    return {
-      action: 'accept',
-      content: { name: `Ada ${token}`, check: true, email: 'ada@example.com' },
-    };
-  });
-  client.setRequestHandler('sampling/createMessage', async (req) => {
-    record.sampling.push(req.params);
-    return {
-      role: 'assistant',
-      model: 'interop-model',
-      content: { type: 'text', text: `SAMPLED ${token}` },
-      stopReason: 'endTurn',
-    };
-  });
-  client.setRequestHandler('roots/list', async (req) => {
-    record.roots.push(req.params ?? {});
-    return { roots: [{ uri: rootUri, name: `root-${token}` }] };
-  });
+  const answers = answersFor(token, rootUri, record);
+  client.setRequestHandler('elicitation/create', answers.elicit);
+  client.setRequestHandler('sampling/createMessage', answers.sample);
+  client.setRequestHandler('roots/list', answers.roots);
   return client;
 }
 
@@ -542,18 +544,10 @@ function makeSdkClient(token, rootUri, record) {
     { name: 'mrtr-gateway-client-interop-sdk', version: '1.0.0' },
     { capabilities: { elicitation: { form: {} }, sampling: {}, roots: {} } },
   );
-  client.setRequestHandler(ElicitRequestSchema, async (req) => {
-    record.elicitation.push(req.params);
-    return { action: 'accept', content: { name: `Ada ${token}`, check: true, email: 'ada@example.com' } };
-  });
-  client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
-    record.sampling.push(req.params);
-    return { role: 'assistant', model: 'interop-model', content: { type: 'text', text: `SAMPLED ${token}` }, stopReason: 'endTurn' };
-  });
-  client.setRequestHandler(ListRootsRequestSchema, async (req) => {
-    record.roots.push(req.params ?? {});
-    return { roots: [{ uri: rootUri, name: `root-${token}` }] };
-  });
+  const answers = answersFor(token, rootUri, record);
+  client.setRequestHandler(ElicitRequestSchema, answers.elicit);
+  client.setRequestHandler(CreateMessageRequestSchema, answers.sample);
+  client.setRequestHandler(ListRootsRequestSchema, answers.roots);
   return client;
 }
 
@@ -730,6 +724,46 @@ async function callToolRecorded(row, client, name, args, timeoutMs = 60_000) {
   }
 }
 
+// server-everything's elicitation, sampling and roots tools, then a plain one, each result
+// showing the client's answer (whichever era the client speaks).
+async function exerciseEverything(row, client, token, rootUri, record) {
+  const tools = await client.listTools(undefined, { timeout: 30_000 });
+  const names = tools.tools.map((t) => t.name);
+  const wanted = ['trigger-elicitation-request', 'trigger-sampling-request', 'get-roots-list'];
+  row.check('tools/list offers the elicitation, sampling and roots tools', wanted.every((n) => names.includes(n)), `tools: ${names.join(', ')}`);
+  // server-everything asks roots/list 350 ms after `initialized` (its own roots sync). Let that
+  // happen while no call is active: a 2026-07-28 client is asked it in the next call's first
+  // round (`unsolicited = "defer"`) instead of racing with the first tool call; a 2025-11-25
+  // client answers it on its session.
+  await sleep(1000);
+
+  // Elicitation: the accepted form comes back in the tool's text.
+  const el = await callToolRecorded(row, client, 'trigger-elicitation-request', {});
+  if (el) {
+    const t = textOf(el);
+    row.check('elicitation handler answered', record.elicitation.length > 0, `${record.elicitation.length} call(s)`);
+    row.check('trigger-elicitation-request result shows the handler\'s answer', t.includes(`Name: Ada ${token}`) && !el.isError, short(t));
+  }
+  // Sampling: the handler's text comes back in the tool's result.
+  const sa = await callToolRecorded(row, client, 'trigger-sampling-request', { prompt: `interop ${token}`, maxTokens: 20 });
+  if (sa) {
+    const t = textOf(sa);
+    row.check('sampling handler answered', record.sampling.length > 0, `${record.sampling.length} call(s)`);
+    row.check('sampling request carried the tool\'s prompt', JSON.stringify(record.sampling).includes(`interop ${token}`), short(JSON.stringify(record.sampling[0] ?? {}), 200));
+    row.check('trigger-sampling-request result shows the handler\'s answer', t.includes(`SAMPLED ${token}`) && t.includes('interop-model') && !sa.isError, short(t));
+  }
+  // Roots: the root the handler gave is listed.
+  const ro = await callToolRecorded(row, client, 'get-roots-list', {});
+  if (ro) {
+    const t = textOf(ro);
+    row.check('roots handler answered', record.roots.length > 0, `${record.roots.length} call(s)`);
+    row.check('get-roots-list result shows the handler\'s root', t.includes(rootUri) && t.includes(`root-${token}`) && !ro.isError, short(t));
+  }
+  // A plain tool still works on the same client afterwards.
+  const ec = await callToolRecorded(row, client, 'echo', { message: `echo ${token}` });
+  if (ec) row.check('echo round-trips', textOf(ec).includes(`echo ${token}`), short(textOf(ec)));
+}
+
 async function runEverything(row, dir, pkgDir, transport, mode = { pin: PROTOCOL }) {
   const token = `tok-${randomBytes(4).toString('hex')}`;
   const rootDir = fs.mkdtempSync(path.join(dir, 'root-'));
@@ -746,40 +780,7 @@ async function runEverything(row, dir, pkgDir, transport, mode = { pin: PROTOCOL
     const { proxy } = parts;
 
     await connectPinned(row, client, proxy.url, mode === 'auto' ? 'in auto mode' : 'pinned');
-    const tools = await client.listTools(undefined, { timeout: 30_000 });
-    const names = tools.tools.map((t) => t.name);
-    const wanted = ['trigger-elicitation-request', 'trigger-sampling-request', 'get-roots-list'];
-    row.check('tools/list offers the elicitation, sampling and roots tools', wanted.every((n) => names.includes(n)), `tools: ${names.join(', ')}`);
-    // server-everything asks roots/list 350 ms after `initialized` (its own roots sync). Let that
-    // happen while no call is active, so that it takes the `unsolicited = "defer"` path and is
-    // asked in the next call's first round, instead of racing with the first tool call.
-    await sleep(1000);
-
-    // Elicitation: the accepted form comes back in the tool's text.
-    const el = await callToolRecorded(row, client, 'trigger-elicitation-request', {});
-    if (el) {
-      const t = textOf(el);
-      row.check('elicitation handler answered', record.elicitation.length > 0, `${record.elicitation.length} call(s)`);
-      row.check('trigger-elicitation-request result shows the handler\'s answer', t.includes(`Name: Ada ${token}`) && !el.isError, short(t));
-    }
-    // Sampling: the handler's text comes back in the tool's result.
-    const sa = await callToolRecorded(row, client, 'trigger-sampling-request', { prompt: `interop ${token}`, maxTokens: 20 });
-    if (sa) {
-      const t = textOf(sa);
-      row.check('sampling handler answered', record.sampling.length > 0, `${record.sampling.length} call(s)`);
-      row.check('sampling request carried the tool\'s prompt', JSON.stringify(record.sampling).includes(`interop ${token}`), short(JSON.stringify(record.sampling[0] ?? {}), 200));
-      row.check('trigger-sampling-request result shows the handler\'s answer', t.includes(`SAMPLED ${token}`) && t.includes('interop-model') && !sa.isError, short(t));
-    }
-    // Roots: the root the handler gave is listed.
-    const ro = await callToolRecorded(row, client, 'get-roots-list', {});
-    if (ro) {
-      const t = textOf(ro);
-      row.check('roots handler answered', record.roots.length > 0, `${record.roots.length} call(s)`);
-      row.check('get-roots-list result shows the handler\'s root', t.includes(rootUri) && t.includes(`root-${token}`) && !ro.isError, short(t));
-    }
-    // A plain tool still works on the same client afterwards.
-    const ec = await callToolRecorded(row, client, 'echo', { message: `echo ${token}` });
-    if (ec) row.check('echo round-trips', textOf(ec).includes(`echo ${token}`), short(textOf(ec)));
+    await exerciseEverything(row, client, token, rootUri, record);
   } finally {
     await client.close().catch(() => {});
     const { backend, gw, proxy } = parts;
@@ -860,29 +861,7 @@ async function runLegacyEverything(row, dir, pkgDir, transport, flavor) {
     sessionId = clientTransport.sessionId;
     row.check('client: connected with the 2025-11-25 initialize handshake', clientTransport.protocolVersion === LEGACY_PROTOCOL, `protocol ${clientTransport.protocolVersion}`);
     row.check('client: holds a session id', typeof sessionId === 'string' && sessionId.length > 0, String(sessionId));
-    const tools = await client.listTools(undefined, { timeout: 30_000 });
-    const names = tools.tools.map((t) => t.name);
-    const wanted = ['trigger-elicitation-request', 'trigger-sampling-request', 'get-roots-list'];
-    row.check('tools/list offers the elicitation, sampling and roots tools', wanted.every((n) => names.includes(n)), `tools: ${names.join(', ')}`);
-    // server-everything asks roots/list after `initialized` (its roots sync): the client answers it.
-    await sleep(1000);
-    const el = await callToolRecorded(row, client, 'trigger-elicitation-request', {});
-    if (el) {
-      row.check('the client\'s own elicitation handler answered', record.elicitation.length > 0, `${record.elicitation.length} call(s)`);
-      row.check('trigger-elicitation-request result shows the handler\'s answer', textOf(el).includes(`Name: Ada ${token}`) && !el.isError, short(textOf(el)));
-    }
-    const sa = await callToolRecorded(row, client, 'trigger-sampling-request', { prompt: `interop ${token}`, maxTokens: 20 });
-    if (sa) {
-      row.check('the client\'s own sampling handler answered', record.sampling.length > 0, `${record.sampling.length} call(s)`);
-      row.check('trigger-sampling-request result shows the handler\'s answer', textOf(sa).includes(`SAMPLED ${token}`) && !sa.isError, short(textOf(sa)));
-    }
-    const ro = await callToolRecorded(row, client, 'get-roots-list', {});
-    if (ro) {
-      row.check('the client\'s own roots handler answered', record.roots.length > 0, `${record.roots.length} call(s)`);
-      row.check('get-roots-list result shows the handler\'s root', textOf(ro).includes(rootUri) && !ro.isError, short(textOf(ro)));
-    }
-    const ec = await callToolRecorded(row, client, 'echo', { message: `echo ${token}` });
-    if (ec) row.check('echo round-trips', textOf(ec).includes(`echo ${token}`), short(textOf(ec)));
+    await exerciseEverything(row, client, token, rootUri, record);
     await clientTransport.terminateSession();
     const after = await fetch(proxy.url, {
       method: 'POST',

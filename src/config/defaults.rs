@@ -82,6 +82,9 @@ pub(super) fn held_ttl() -> Duration {
 pub(super) fn settle_window() -> Duration {
     Duration::from_millis(50)
 }
+pub(super) fn settle_quiet() -> Duration {
+    Duration::from_millis(1)
+}
 pub(super) fn round_wait() -> Duration {
     Duration::from_secs(20)
 }
@@ -154,6 +157,7 @@ impl Default for MrtrConfig {
         Self {
             held_ttl: held_ttl(),
             settle_window: settle_window(),
+            settle_quiet: settle_quiet(),
             round_wait: round_wait(),
             max_rounds: max_rounds(),
             max_held: max_held(),

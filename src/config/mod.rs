@@ -134,9 +134,14 @@ pub struct MrtrConfig {
     /// the backends' own timeout for their requests (60 s in the TypeScript SDK).
     #[serde(default = "defaults::held_ttl", with = "humantime_serde")]
     pub held_ttl: Duration,
-    /// After a backend's first request of a round, how long to gather more into the same round.
+    /// After a backend's first request of a round, the longest wait to gather more into the
+    /// same round.
     #[serde(default = "defaults::settle_window", with = "humantime_serde")]
     pub settle_window: Duration,
+    /// The round closes sooner, once the backend has sent nothing for this long: legacy SDKs
+    /// send concurrent requests back to back. No longer than `settle_window` in effect.
+    #[serde(default = "defaults::settle_quiet", with = "humantime_serde")]
+    pub settle_quiet: Duration,
     /// After answers are delivered, how long to wait for the backend's next event before
     /// returning a round with `requestState` only.
     #[serde(default = "defaults::round_wait", with = "humantime_serde")]

@@ -1,8 +1,8 @@
 //! One backend call, across every front request that touches it (the first call and each
 //! retry): relays progress under the current request's token and logs at or above its level,
 //! gates server requests against the current request's capabilities, gathers surfaced ones into
-//! rounds (batched within the settle window), delivers validated answers, and enforces the
-//! request timeout and the per-round wait.
+//! rounds (closed once the backend is quiet, or at the settle window), delivers validated
+//! answers, and enforces the request timeout and the per-round wait.
 //!
 //! A call whose session holds questions the backend asked before the call (its prelude, such as
 //! the `roots/list` sent right after `initialized`) is sent to the backend only once they are
@@ -63,8 +63,16 @@ pub enum Ending {
     },
 }
 
-/// Events taken without waiting once the settle window is over, before the round is handed out.
+/// Events taken without waiting once the round is due, before it is handed out.
 const SETTLED_DRAIN_LIMIT: usize = 64;
+
+/// How a round gathers the backend's questions: it closes once the backend has sent nothing
+/// for `quiet`, and `window` after its first question at the latest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settle {
+    pub window: Duration,
+    pub quiet: Duration,
+}
 
 /// What one front request declared that shapes what it may see.
 #[derive(Debug, Clone, Default)]
@@ -202,8 +210,11 @@ pub struct CallDriver<C: BackendCall = LeasedCall> {
     log_rank: Option<usize>,
     deadline: Instant,
     timeout: Duration,
-    settle: Duration,
+    settle: Settle,
+    /// When the gathering round closes at the latest (`settle.window` after it opened).
     settle_deadline: Option<Instant>,
+    /// When it closes if the backend stays quiet (`settle.quiet` after its last event).
+    quiet_deadline: Option<Instant>,
     idle_deadline: Option<Instant>,
     /// Surfaced inputs not answered yet.
     outstanding: Vec<PendingInput>,
@@ -245,7 +256,7 @@ impl<C: BackendCall> CallDriver<C> {
         backend_progress_token: Option<String>,
         scope: RequestScope,
         timeout: Duration,
-        settle: Duration,
+        settle: Settle,
     ) -> Self {
         let log_rank = scope.log_level.as_deref().and_then(log_level_rank);
         Self {
@@ -258,6 +269,7 @@ impl<C: BackendCall> CallDriver<C> {
             timeout,
             settle,
             settle_deadline: None,
+            quiet_deadline: None,
             idle_deadline: None,
             outstanding: Vec::new(),
             refused: None,
@@ -286,7 +298,7 @@ impl<C: BackendCall> CallDriver<C> {
     /// Marks the current round as handed to the client.
     pub fn parked(&mut self) {
         self.round += 1;
-        self.settle_deadline = None;
+        self.stop_gathering();
         self.idle_deadline = None;
     }
 
@@ -330,8 +342,32 @@ impl<C: BackendCall> CallDriver<C> {
             self.idle_deadline = Some(now + round_wait);
         } else {
             // Ask again for what is still missing, after gathering what else arrives.
-            self.settle_deadline = Some(now + self.settle);
+            self.start_gathering(now);
         }
+    }
+
+    /// Opens a round's gathering at `now`.
+    fn start_gathering(&mut self, now: Instant) {
+        self.settle_deadline = Some(now + self.settle.window);
+        self.quiet_deadline = Some(now + self.settle.quiet);
+    }
+
+    fn stop_gathering(&mut self) {
+        self.settle_deadline = None;
+        self.quiet_deadline = None;
+    }
+
+    /// When the gathering round closes: at the quiet gap's end, or the window's if sooner.
+    fn round_due(&self) -> Option<Instant> {
+        let latest = self.settle_deadline?;
+        Some(
+            self.quiet_deadline
+                .map_or(latest, |quiet| quiet.min(latest)),
+        )
+    }
+
+    fn round_due_by(&self, now: Instant) -> bool {
+        self.round_due().is_some_and(|due| due <= now)
     }
 
     /// Gives the backend a client's answer to one of its questions.
@@ -474,7 +510,7 @@ impl<C: BackendCall> CallDriver<C> {
                 }
                 self.outstanding.push(input);
                 if self.settle_deadline.is_none() {
-                    self.settle_deadline = Some(Instant::now() + self.settle);
+                    self.start_gathering(Instant::now());
                 }
             }
         }
@@ -534,27 +570,23 @@ impl<C: BackendCall> CallDriver<C> {
                     return step;
                 }
             }
-            let wake = [
-                Some(self.deadline),
-                self.settle_deadline,
-                self.idle_deadline,
-            ]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(self.deadline);
+            let wake = [Some(self.deadline), self.round_due(), self.idle_deadline]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(self.deadline);
             if let Some(event) = self.backlog.pop_front() {
                 if let Some(step) = self.on_event(event) {
                     return step;
                 }
                 continue;
             }
-            // A settle window that is over (or zero) needs no timer, whose millisecond
-            // granularity would add up to a millisecond to the round: take what already arrived
-            // (a bounded number of events) and hand out the round. A closed call goes on to the
+            // A round that is due (or has a zero window) needs no timer, whose millisecond
+            // granularity would add up to a millisecond to it: take what already arrived (a
+            // bounded number of events) and hand out the round. A closed call goes on to the
             // wait below, which reports why it ended.
             if !self.outstanding.is_empty()
-                && self.settle_deadline.is_some_and(|d| d <= Instant::now())
+                && self.round_due_by(Instant::now())
                 && !self.call.events_closed()
             {
                 if drained < SETTLED_DRAIN_LIMIT {
@@ -572,8 +604,12 @@ impl<C: BackendCall> CallDriver<C> {
                 event = self.call.next_event() => event,
                 _ = tokio::time::sleep_until(wake) => {
                     let now = Instant::now();
-                    if self.settle_deadline.is_some_and(|d| d <= now) && !self.outstanding.is_empty() {
-                        return Step::End(Ending::InputRequired);
+                    if self.round_due_by(now) && !self.outstanding.is_empty() {
+                        // What the backend's reader was woken for in the same instant comes
+                        // first: the loop's drain above takes it (a question arriving now
+                        // restarts the quiet gap) before the round is handed out.
+                        tokio::task::yield_now().await;
+                        continue;
                     }
                     if self.idle_deadline.is_some_and(|d| d <= now) {
                         return Step::End(Ending::InputRequired);
@@ -584,7 +620,9 @@ impl<C: BackendCall> CallDriver<C> {
                             self.timeout
                         ))));
                     }
-                    self.settle_deadline = self.settle_deadline.filter(|d| *d > now);
+                    if self.round_due_by(now) {
+                        self.stop_gathering();
+                    }
                     continue;
                 }
             };
@@ -595,7 +633,16 @@ impl<C: BackendCall> CallDriver<C> {
     }
 
     /// What an event means for the current request; `None` when there is nothing to show yet.
+    /// Any event restarts the quiet gap of a gathering round: the backend is not quiet.
     fn on_event(&mut self, event: CallEvent) -> Option<Step> {
+        let step = self.apply_event(event);
+        if self.settle_deadline.is_some() {
+            self.quiet_deadline = Some(Instant::now() + self.settle.quiet);
+        }
+        step
+    }
+
+    fn apply_event(&mut self, event: CallEvent) -> Option<Step> {
         match event {
             CallEvent::Progress(mut params) => {
                 let client_token = self.scope.client_progress_token.as_ref()?;
@@ -632,7 +679,7 @@ impl<C: BackendCall> CallDriver<C> {
                 // The backend withdrew its question: never answer it, never ask it.
                 self.outstanding.retain(|p| p.backend_id != id);
                 if self.outstanding.is_empty() {
-                    self.settle_deadline = None;
+                    self.stop_gathering();
                 }
                 None
             }

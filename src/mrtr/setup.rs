@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use super::call::{CallDriver, LeasedCall, RequestScope};
+use super::call::{CallDriver, LeasedCall, RequestScope, Settle};
 use super::state::params_digest;
 use super::{Bridge, CallBinding, Event, Outcome, Redeemed, Started};
 use crate::backend::pool::{Pool, PoolKey, Purpose};
@@ -162,7 +162,10 @@ impl Bridge {
             backend_progress_token,
             scope,
             pool.request_timeout(),
-            self.config.settle_window,
+            Settle {
+                window: self.config.settle_window,
+                quiet: self.config.settle_quiet,
+            },
         );
         Ok(self.start(driver, binding).await)
     }

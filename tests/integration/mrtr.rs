@@ -24,6 +24,7 @@ use crate::support::rpc::{
 over_both_transports!(
     elicitation_sampling_and_roots_through_a_real_client,
     parallel_requests_share_one_round,
+    a_lone_question_is_answered_before_the_settle_window,
     three_sequential_rounds,
     decline_and_cancel_reach_the_backend_as_sent,
     missing_answers_are_asked_again_and_extra_keys_ignored,
@@ -87,11 +88,33 @@ async fn elicitation_sampling_and_roots_through_a_real_client(kind: Backend) {
     h.stop().await;
 }
 
+/// The longest `settle_window` allowed: a round that comes back well before it was closed by
+/// the backend's quiet gap (`settle_quiet`, 1 ms by default), not by the window.
+const LONG_SETTLE_WINDOW: Duration = Duration::from_millis(450);
+
+fn long_settle_window(config: &mut mrtr_gateway::config::Config) {
+    config.mrtr.settle_window = LONG_SETTLE_WINDOW;
+}
+
 async fn parallel_requests_share_one_round(kind: Backend) {
-    let h = Harness::start(kind).await;
+    let h = Harness::start_with(kind, long_settle_window).await;
+    // A session started for these capabilities first: its start waits for the backend's roots
+    // question, which this backend never asks, and only the round is timed.
+    let warm = tool_call(json!(0), "pid", json!({}), &all_caps());
+    assert_eq!(
+        post_raw(&h.url, &warm).await.result_type(),
+        Some("complete")
+    );
     let first = tool_call(json!(1), "parallel_inputs", json!({}), &all_caps());
+    let started = std::time::Instant::now();
     let round = input_required(&post_raw(&h.url, &first).await);
+    // The three questions come back to back, so the quiet gap closes the round on all three.
     assert_eq!(round.requests.len(), 3, "{:?}", round.requests);
+    assert!(
+        started.elapsed() < LONG_SETTLE_WINDOW,
+        "the round waited for the window: {:?}",
+        started.elapsed()
+    );
     let elicit = key_of(&round, "elicitation/create");
     let sample = key_of(&round, "sampling/createMessage");
     let roots = key_of(&round, "roots/list");
@@ -116,6 +139,33 @@ async fn parallel_requests_share_one_round(kind: Backend) {
         assert!(body.contains(expected), "{expected} in {body}");
     }
     assert_eq!(answers(&h).len(), 3, "each answer reached the backend once");
+    h.wait_no_held().await;
+    h.stop().await;
+}
+
+async fn a_lone_question_is_answered_before_the_settle_window(kind: Backend) {
+    let h = Harness::start_with(kind, long_settle_window).await;
+    for id in 1..=3 {
+        let call = tool_call(json!(id), "ask_name", json!({}), &elicitation_caps());
+        let started = std::time::Instant::now();
+        let round = input_required(&post_raw(&h.url, &call).await);
+        let took = started.elapsed();
+        assert_eq!(round.requests.len(), 1, "{:?}", round.requests);
+        // A generous bound: a round closed by the window takes all of it.
+        assert!(
+            took < LONG_SETTLE_WINDOW,
+            "round {id} waited for the window: {took:?}"
+        );
+        let key = key_of(&round, "elicitation/create");
+        let responses = json!({ key: {"action": "accept", "content": {"name": "Ada"}} });
+        let done = post_raw(
+            &h.url,
+            &retry_of(&call, json!(id + 10), responses, &round.state),
+        )
+        .await;
+        assert_eq!(done.result_type(), Some("complete"), "{}", done.body);
+        assert!(done.body.contains("Hello, Ada!"), "{}", done.body);
+    }
     h.wait_no_held().await;
     h.stop().await;
 }

@@ -150,6 +150,7 @@ impl Backend {
 }
 
 const SETTLE: Duration = Duration::from_millis(50);
+const QUIET: Duration = Duration::from_millis(5);
 const TIMEOUT: Duration = Duration::from_secs(30);
 const ROUND_WAIT: Duration = Duration::from_secs(2);
 
@@ -158,6 +159,7 @@ struct Setup {
     interruptible: bool,
     unsent: bool,
     timeout: Duration,
+    settle: Settle,
 }
 
 impl Setup {
@@ -170,6 +172,10 @@ impl Setup {
             interruptible: true,
             unsent: false,
             timeout: TIMEOUT,
+            settle: Settle {
+                window: SETTLE,
+                quiet: QUIET,
+            },
         }
     }
 
@@ -187,7 +193,7 @@ impl Setup {
             Some("mrtr-1".into()),
             self.scope,
             self.timeout,
-            SETTLE,
+            self.settle,
         );
         (driver, Backend { events: tx, log })
     }
@@ -260,20 +266,21 @@ fn pair(key: &str, message: &str) -> (String, String) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn requests_within_the_settle_window_make_one_round() {
+async fn questions_back_to_back_make_one_round_closed_by_the_quiet_gap() {
     let (mut driver, backend) = Setup::new(json!({"elicitation": {}})).start();
     backend.ask(1, "elicitation/create", elicit("first"));
     let script = async {
-        sleep(Duration::from_millis(20)).await;
+        sleep(Duration::from_millis(3)).await;
         backend.ask(2, "elicitation/create", elicit("second"));
-        sleep(Duration::from_millis(60)).await;
+        sleep(Duration::from_millis(20)).await;
         backend.ask(3, "elicitation/create", elicit("third"));
     };
     let ((step, took), ()) = tokio::join!(timed_step(&mut driver), script);
     assert!(matches!(ending(step), Ending::InputRequired));
     assert_eq!(
-        took, SETTLE,
-        "the round is handed out when the window closes"
+        took,
+        Duration::from_millis(3) + QUIET,
+        "the round closes once the backend was quiet for the gap after its last question"
     );
     assert_eq!(
         messages(&driver),
@@ -293,8 +300,73 @@ async fn requests_within_the_settle_window_make_one_round() {
     driver.resume(scope(json!({"elicitation": {}})), validated, ROUND_WAIT);
     let (step, took) = timed_step(&mut driver).await;
     assert!(matches!(ending(step), Ending::InputRequired));
-    assert_eq!(took, SETTLE);
+    // It arrived while the call was held: the round waits the quiet gap only.
+    assert_eq!(took, QUIET);
     assert_eq!(messages(&driver), vec![pair("elicitation-3", "third")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lone_question_is_handed_out_after_the_quiet_gap_not_the_window() {
+    let (mut driver, backend) = Setup::new(json!({"elicitation": {}})).start();
+    backend.ask(1, "elicitation/create", elicit("name?"));
+    let (step, took) = timed_step(&mut driver).await;
+    assert!(matches!(ending(step), Ending::InputRequired));
+    assert_eq!(took, QUIET);
+    assert!(took < SETTLE);
+    assert_eq!(messages(&driver), vec![pair("elicitation-1", "name?")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_backend_that_never_goes_quiet_is_cut_off_at_the_window() {
+    let mut setup = Setup::new(json!({"elicitation": {}}));
+    setup.scope.client_progress_token = Some(json!("p"));
+    let (mut driver, backend) = setup.start();
+    backend.ask(1, "elicitation/create", elicit("first"));
+    // Progress every 4 ms (under the quiet gap) keeps the round gathering; a question arrives
+    // in the middle.
+    let script = async {
+        for tick in 1..=30u32 {
+            sleep(Duration::from_millis(4)).await;
+            backend.push(CallEvent::Progress(
+                json!({ "progressToken": "mrtr-1", "progress": tick }),
+            ));
+            if tick == 5 {
+                backend.ask(2, "elicitation/create", elicit("second"));
+            }
+        }
+    };
+    let run = async {
+        let start = Instant::now();
+        loop {
+            match driver.next_step().await {
+                Step::Notify(_) => continue,
+                Step::End(ending) => break (ending, start.elapsed()),
+            }
+        }
+    };
+    let ((ending, took), ()) = tokio::join!(run, script);
+    assert!(matches!(ending, Ending::InputRequired));
+    assert_eq!(took, SETTLE, "the window bounds the round");
+    assert_eq!(
+        messages(&driver),
+        vec![
+            pair("elicitation-1", "first"),
+            pair("elicitation-2", "second")
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_zero_quiet_gap_hands_out_what_already_arrived() {
+    let mut setup = Setup::new(json!({"elicitation": {}}));
+    setup.settle.quiet = Duration::ZERO;
+    let (mut driver, backend) = setup.start();
+    backend.ask(1, "elicitation/create", elicit("first"));
+    backend.ask(2, "elicitation/create", elicit("second"));
+    let (step, took) = timed_step(&mut driver).await;
+    assert!(matches!(ending(step), Ending::InputRequired));
+    assert_eq!(took, Duration::ZERO);
+    assert_eq!(messages(&driver).len(), 2);
 }
 
 #[tokio::test(start_paused = true)]

@@ -10,8 +10,9 @@
 //!
 //! - `initialize` returns protocol `2025-11-25`, the `tools` capability and an `Mcp-Session-Id`.
 //! - Notifications and JSON-RPC responses get 202.
-//! - `tools/list` lists `echo` and `elicit`.
-//! - `tools/call echo` answers with one JSON body.
+//! - `tools/list` lists `echo`, `large` and `elicit`.
+//! - `tools/call echo` answers with one JSON body; so does `tools/call large`, whose text is
+//!   [`large_text`] ([`LARGE_TEXT_BYTES`], built once).
 //! - `tools/call elicit` answers with an SSE stream: first an `elicitation/create` request, then,
 //!   once the client has POSTed the response to it on the same session, the tool result.
 //! - GET is 405 (no standalone stream to keep open), DELETE ends the session.
@@ -49,6 +50,18 @@ pub const SERVE_BACKEND_FLAG: &str = "--serve-backend";
 pub const LEGACY_VERSION: &str = "2025-11-25";
 
 const SESSION_HEADER: &str = "mcp-session-id";
+/// The length of the `large` tool's text: 256 KiB.
+pub const LARGE_TEXT_BYTES: usize = 256 * 1024;
+
+/// The `large` tool's text: [`LARGE_TEXT_BYTES`] of printable ASCII in a fixed pattern, so a
+/// client can check that every byte arrived.
+pub fn large_text() -> String {
+    const PATTERN: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    (0..LARGE_TEXT_BYTES)
+        .map(|i| char::from(PATTERN[i % PATTERN.len()]))
+        .collect()
+}
+
 /// Larger request bodies are refused; the benchmark never sends one.
 const MAX_REQUEST_BODY: usize = 1024 * 1024;
 
@@ -56,6 +69,9 @@ const MAX_REQUEST_BODY: usize = 1024 * 1024;
 #[derive(Default)]
 struct BackendState {
     sessions: DashSet<String>,
+    /// The whole `tools/call large` answer minus its id: `{"jsonrpc":"2.0","id":` goes before
+    /// it, so the 256 KiB text is serialized once per process, not per call.
+    large_result_tail: std::sync::OnceLock<Bytes>,
     /// Elicitation request id → the SSE response waiting for the answer. The ids come from one
     /// counter, so they are unique across sessions.
     pending_elicitations: DashMap<u64, oneshot::Sender<Value>>,
@@ -209,6 +225,11 @@ fn tools_list() -> Value {
             },
         },
         {
+            "name": "large",
+            "description": "Return a 256 KiB text.",
+            "inputSchema": {"type": "object"},
+        },
+        {
             "name": "elicit",
             "description": "Ask the user for a name, then greet them.",
             "inputSchema": {"type": "object"},
@@ -223,6 +244,7 @@ fn call_tool(state: &Arc<BackendState>, id: Value, message: &Value) -> Response<
             let text = params["arguments"]["text"].as_str().unwrap_or_default();
             json_response(&result(id, text_result(text)))
         }
+        Some("large") => large_response(state, &id),
         Some("elicit") => start_elicitation(state, id),
         _ => json_response(&json!({
             "jsonrpc": "2.0",
@@ -230,6 +252,22 @@ fn call_tool(state: &Arc<BackendState>, id: Value, message: &Value) -> Response<
             "error": {"code": -32602, "message": "Unknown tool"},
         })),
     }
+}
+
+/// `tools/call large`: the id, then the cached rest of the message.
+fn large_response(state: &BackendState, id: &Value) -> Response<BackendBody> {
+    let tail = state.large_result_tail.get_or_init(|| {
+        let message = json!({"result": text_result(&large_text())}).to_string();
+        // `{"result":...}` → `,"result":...}`, to follow `{"jsonrpc":"2.0","id":ID`.
+        Bytes::from(format!(",{}", &message[1..]))
+    });
+    let mut body = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id}").into_bytes();
+    body.extend_from_slice(tail);
+    let mut response = Response::new(BackendBody::Full(Some(Bytes::from(body))));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 fn start_elicitation(state: &Arc<BackendState>, call_id: Value) -> Response<BackendBody> {

@@ -94,6 +94,24 @@ pub fn stdio_demo_config(min_idle: usize, admin: bool) -> String {
     )
 }
 
+/// A gateway in front of the stdio echo backend (this bench binary run with
+/// `--serve-stdio-backend`), for M8: `max_sessions` child processes at most, each serving one
+/// call at a time, started as calls need them and kept idle for the next.
+pub fn stdio_echo_config(max_sessions: usize) -> String {
+    let command = std::env::current_exe()
+        .map(|exe| exe.display().to_string())
+        .unwrap_or_default();
+    format!(
+        "{server}\
+         [[route]]\npath = \"/mcp\"\nbackend = \"echo\"\n\n\
+         [backend.echo]\ntransport = \"stdio\"\ncommand = {command}\nargs = [{flag}]\n\n\
+         [backend.echo.pool]\nmax_sessions = {max_sessions}\nqueue_wait = \"30s\"\n",
+        server = server_table(false, 0),
+        command = toml_string(&command),
+        flag = toml_string(crate::stdio_backend::SERVE_STDIO_BACKEND_FLAG),
+    )
+}
+
 /// How the M5 gateway treats the roots its backend asks for.
 pub enum RootsPolicy {
     /// `unsolicited = "defer"` (the default); `roots_settle` in ms, `None` for the default.

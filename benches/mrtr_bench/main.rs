@@ -1,5 +1,5 @@
 //! `mrtr-bench`, the gateway's macro benchmark:
-//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6,m7]`.
+//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6,m7,m8]`.
 //!
 //! Everything runs on loopback, every loop is bounded by a duration or a count, and every
 //! process the benchmark starts is stopped by its PID when its guard is dropped.
@@ -9,19 +9,25 @@
 //! - `backend.rs`: the fast 2025-11-25 backend (this binary run with `--serve-backend ADDR`);
 //! - `roots_backend.rs`: a stdio backend that uses roots like server-filesystem (this binary run
 //!   with `--serve-roots-backend ROOT`);
+//! - `stdio_backend.rs`: the stdio echo backend of M8 (this binary run with
+//!   `--serve-stdio-backend`);
+//! - `alternatives.rs`: the stdio-to-HTTP tools M8 compares, installed by
+//!   `scripts/bench-alternatives.sh`;
 //! - `procs.rs`: starting and stopping the backend, the gateway and nginx; RSS; limits;
 //! - `gateway_config.rs`: the gateway configurations, as TOML;
 //! - `wire.rs`: the HTTP client and both protocol revisions' request shapes;
 //! - `rounds.rs`: one elicitation exchange through the gateway and natively;
 //! - `load.rs`: the load drivers and their latency histograms;
 //! - `m1_passthrough.rs`, `m2_elicitation.rs`, `m3_capacity.rs`, `m4_stdio_pool.rs`,
-//!   `m5_roots.rs`, `m6_forwarded.rs`, `m7_bursts.rs`: the scenarios;
-//! - `report.rs` and `chart.rs`: the Markdown tables and `m1.svg`.
+//!   `m5_roots.rs`, `m6_forwarded.rs`, `m7_bursts.rs`, `m8_alternatives.rs`: the scenarios;
+//! - `report.rs` and `chart.rs`: the Markdown tables, `m1.svg` and `m1-large.svg`.
 //!
 //! `--smoke` runs every scenario with tiny sizes (well under a minute) and exits non-zero if any
-//! request failed or any process did not start; it requires nginx when it includes M1. The full
-//! run skips nginx with a warning when it is not installed.
+//! request failed or any process did not start; it requires nginx when it includes M1, and the
+//! tools of `scripts/bench-alternatives.sh` when it includes M8. The full run skips nginx or a
+//! tool with a warning when it is not installed.
 
+mod alternatives;
 mod backend;
 mod chart;
 mod gateway_config;
@@ -33,10 +39,12 @@ mod m4_stdio_pool;
 mod m5_roots;
 mod m6_forwarded;
 mod m7_bursts;
+mod m8_alternatives;
 mod procs;
 mod report;
 mod roots_backend;
 mod rounds;
+mod stdio_backend;
 mod wire;
 
 use std::path::{Path, PathBuf};
@@ -52,7 +60,7 @@ use report::Findings;
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const USAGE: &str =
-    "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6,m7]";
+    "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6,m7,m8]";
 const DEFAULT_OUT_DIR: &str = "target/mrtr-bench";
 
 struct Options {
@@ -71,6 +79,7 @@ struct Scenarios {
     m5: bool,
     m6: bool,
     m7: bool,
+    m8: bool,
 }
 
 impl Scenarios {
@@ -82,6 +91,7 @@ impl Scenarios {
         m5: true,
         m6: true,
         m7: true,
+        m8: true,
     };
 
     fn parse(list: &str) -> Result<Self, String> {
@@ -93,6 +103,7 @@ impl Scenarios {
             m5: false,
             m6: false,
             m7: false,
+            m8: false,
         };
         for name in list.split(',').map(str::trim) {
             match name.to_ascii_lowercase().as_str() {
@@ -103,6 +114,7 @@ impl Scenarios {
                 "m5" => chosen.m5 = true,
                 "m6" => chosen.m6 = true,
                 "m7" => chosen.m7 = true,
+                "m8" => chosen.m8 = true,
                 other => return Err(format!("--only: unknown scenario {other:?}\n{USAGE}")),
             }
         }
@@ -116,6 +128,8 @@ enum Invocation {
     ServeBackend(String),
     /// The hidden child-process mode: serve the roots backend on stdio with this root.
     ServeRootsBackend(String),
+    /// The hidden child-process mode: serve the stdio echo backend.
+    ServeStdioBackend,
     Help,
 }
 
@@ -135,6 +149,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Invocation, Stri
                 let root = args.next().ok_or("--serve-roots-backend needs a root")?;
                 return Ok(Invocation::ServeRootsBackend(root));
             }
+            stdio_backend::SERVE_STDIO_BACKEND_FLAG => return Ok(Invocation::ServeStdioBackend),
             "--smoke" => options.smoke = true,
             "--out" => options.out_dir = args.next().ok_or("--out needs a directory")?.into(),
             "--only" => {
@@ -169,6 +184,13 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Ok(Invocation::ServeStdioBackend) => match stdio_backend::serve_child() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("stdio backend: {error}");
+                ExitCode::FAILURE
+            }
+        },
         Ok(Invocation::Bench(options)) => {
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -198,18 +220,35 @@ struct Plan {
     m5: m5_roots::Settings,
     m6: m6_forwarded::Settings,
     m7: m7_bursts::Settings,
+    m8: m1_passthrough::Settings,
 }
 
 impl Plan {
     fn new(smoke: bool) -> Self {
         let concurrencies = vec![1, 16, 64];
+        // The large result and the alternatives: one client, and a busy 16.
+        let fewer = vec![1, 16];
+        let (warmup, measure) = if smoke {
+            (Duration::from_millis(100), Duration::from_millis(300))
+        } else {
+            (Duration::from_secs(1), Duration::from_secs(5))
+        };
+        let m1 = m1_passthrough::Settings {
+            concurrencies,
+            large_concurrencies: fewer.clone(),
+            warmup,
+            measure,
+        };
+        let m8 = m1_passthrough::Settings {
+            concurrencies: fewer,
+            large_concurrencies: Vec::new(),
+            warmup,
+            measure,
+        };
         if smoke {
             Self {
-                m1: m1_passthrough::Settings {
-                    concurrencies,
-                    warmup: Duration::from_millis(100),
-                    measure: Duration::from_millis(300),
-                },
+                m1,
+                m8,
                 m2: m2_elicitation::Settings {
                     warmup: 2,
                     exchanges: 20,
@@ -240,11 +279,8 @@ impl Plan {
             }
         } else {
             Self {
-                m1: m1_passthrough::Settings {
-                    concurrencies,
-                    warmup: Duration::from_secs(1),
-                    measure: Duration::from_secs(5),
-                },
+                m1,
+                m8,
                 m2: m2_elicitation::Settings {
                     warmup: 20,
                     exchanges: 500,
@@ -372,13 +408,26 @@ async fn run(options: Options) -> ExitCode {
                 .push(format!("M7 did not complete: {error}")),
         }
     }
+    if scenarios.m8 {
+        eprintln!("mrtr-bench: M8 stdio-to-HTTP alternatives");
+        match m8_alternatives::run(&plan.m8, options.smoke).await {
+            Ok(mut results) => {
+                findings.failures.append(&mut results.failures);
+                findings.notes.append(&mut results.skipped);
+                findings.m8 = results.points;
+            }
+            Err(error) => findings
+                .failures
+                .push(format!("M8 did not complete: {error}")),
+        }
+    }
     findings.notes.push(format!(
         "nginx runs `worker_processes {}` (one worker per core), like the gateway's Tokio runtime (one worker thread per core).",
         procs::NGINX_WORKERS
     ));
     findings.notes.push(
         "the gateway runs with its defaults except: loopback port 0, `drain_timeout = \"1s\"`, \
-         `pool.max_sessions` sized for the scenario (256 for M1/M2; held rounds + 64 for M3), \
+         `pool.max_sessions` sized for the scenario (256 for M1/M2; held rounds + 64 for M3; M8's largest concurrency + 4 for its stdio backend), \
          `queue_wait = \"30s\"`, for M3 `held_ttl = \"600s\"` and `max_held`/`max_held_per_principal` = held rounds + 64, \
          and for M6 loopback ports chosen beforehand, `[fleet]` with `advertise` naming them, one shared `mrtr.keys` entry and `settle_window = \"0ms\"`."
             .to_owned(),
@@ -443,7 +492,7 @@ async fn passthrough_and_rounds(
             gateway_pid: gateway.guard.pid(),
             nginx_pid: nginx.as_ref().map(NginxProcess::pid),
         };
-        findings.m1 = m1_passthrough::run(&plan.m1, &targets).await?;
+        (findings.m1, findings.m1_large) = m1_passthrough::run(&plan.m1, &targets).await?;
     }
     drop(nginx);
     if !scenarios.m2 {
@@ -485,11 +534,21 @@ async fn passthrough_and_rounds(
 /// Every request error becomes a failure line.
 fn collect_request_errors(findings: &mut Findings) {
     let mut failed: Vec<(String, &LoadStats)> = Vec::new();
-    for point in &findings.m1 {
-        failed.push((
-            format!("M1 {} c={}", point.target.label(), point.concurrency),
-            &point.stats,
-        ));
+    for (scenario, points) in [
+        ("M1", &findings.m1),
+        ("M1 large", &findings.m1_large),
+        ("M8", &findings.m8),
+    ] {
+        for point in points {
+            failed.push((
+                format!(
+                    "{scenario} {} c={}",
+                    point.target.label(),
+                    point.concurrency
+                ),
+                &point.stats,
+            ));
+        }
     }
     for row in &findings.m2 {
         failed.push((format!("M2 {}", row.label), &row.stats));
@@ -567,8 +626,11 @@ fn write_outputs(
 ) -> BenchResult<()> {
     std::fs::create_dir_all(out_dir)?;
     std::fs::write(out_dir.join("results.md"), format!("{tables}\n{machine}"))?;
-    if !findings.m1.is_empty() {
-        chart::draw_m1(&out_dir.join("m1.svg"), &findings.m1)?;
+    if !findings.m1.is_empty() || !findings.m8.is_empty() {
+        chart::draw_m1(&out_dir.join("m1.svg"), &findings.m1, &findings.m8)?;
+    }
+    if !findings.m1_large.is_empty() {
+        chart::draw_m1_large(&out_dir.join("m1-large.svg"), &findings.m1_large)?;
     }
     Ok(())
 }

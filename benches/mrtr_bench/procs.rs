@@ -42,7 +42,7 @@ fn gateway_exe() -> PathBuf {
 }
 /// Where Debian puts nginx; `PATH` is searched when it is not there.
 const NGINX_DEFAULT_PATH: &str = "/usr/sbin/nginx";
-const START_TIMEOUT: Duration = Duration::from_secs(20);
+pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 const POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 /// A child process stopped by PID when dropped.
@@ -55,7 +55,12 @@ pub struct ChildGuard {
 }
 
 impl ChildGuard {
-    fn new(name: &str, child: Child, stop_signal: Option<libc::c_int>, grace: Duration) -> Self {
+    pub fn new(
+        name: &str,
+        child: Child,
+        stop_signal: Option<libc::c_int>,
+        grace: Duration,
+    ) -> Self {
         Self {
             name: name.to_owned(),
             child: Some(child),
@@ -161,9 +166,45 @@ pub fn cpu_time_us(pid: u32) -> BenchResult<u64> {
             }
         }
     }
+    Ok(ticks * 1_000_000 / clock_ticks_per_second())
+}
+
+/// CPU time (user + system) used so far, in microseconds: by `pid` itself (all its threads),
+/// and by its descendants that are still running (the backends a stdio proxy spawned, through
+/// a shell or not).
+pub fn own_and_descendants_cpu_us(pid: u32) -> BenchResult<(u64, u64)> {
+    let own = process_ticks(pid)?.1;
+    let mut processes: Vec<(u32, u32, u64)> = Vec::new();
+    for entry in fs::read_dir("/proc")?.flatten() {
+        let Some(other) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if let Ok((parent, ticks)) = process_ticks(other) {
+            processes.push((other, parent, ticks));
+        }
+    }
+    // Breadth first from `pid`; bounded by the process list, each process visited once.
+    let mut frontier = vec![pid];
+    let mut descendants = 0;
+    while let Some(parent) = frontier.pop() {
+        for &(child, child_parent, ticks) in &processes {
+            if child_parent == parent && child != pid {
+                descendants += ticks;
+                frontier.push(child);
+            }
+        }
+    }
+    let micros = |ticks: u64| ticks * 1_000_000 / clock_ticks_per_second();
+    Ok((micros(own), micros(descendants)))
+}
+
+fn clock_ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Ok(ticks * 1_000_000 / per_second)
+    (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).max(1) as u64
 }
 
 /// (parent pid, utime + stime in clock ticks) from /proc/PID/stat.
@@ -184,7 +225,7 @@ fn process_ticks(pid: u32) -> BenchResult<(u32, u64)> {
 }
 
 /// A free loopback port, for programs that cannot report the one they bound.
-fn free_loopback_port() -> BenchResult<u16> {
+pub fn free_loopback_port() -> BenchResult<u16> {
     Ok(free_loopback_ports(1)?[0])
 }
 
@@ -200,7 +241,7 @@ pub fn free_loopback_ports(count: usize) -> BenchResult<Vec<u16>> {
         .collect()
 }
 
-fn temp_dir(prefix: &str) -> BenchResult<TempDir> {
+pub fn temp_dir(prefix: &str) -> BenchResult<TempDir> {
     Ok(tempfile::Builder::new().prefix(prefix).tempdir()?)
 }
 
@@ -310,7 +351,7 @@ fn address_after(text: &str, marker: &str) -> Option<SocketAddr> {
 
 /// One poll of a process that has not announced its address yet: fails, with the end of its
 /// log, if it exited or the deadline passed; otherwise waits a moment.
-fn wait_for_start(
+pub fn wait_for_start(
     guard: &mut ChildGuard,
     deadline: Instant,
     what: &str,

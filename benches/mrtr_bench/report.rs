@@ -5,6 +5,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
 
+use crate::alternatives::{node_version, Tool};
+use crate::backend::LARGE_TEXT_BYTES;
 use crate::load::LoadStats;
 use crate::m1_passthrough::{Point, Target};
 use crate::m2_elicitation::Row as M2Row;
@@ -20,6 +22,8 @@ use crate::procs::{gateway_version, nginx_version, NGINX_WORKERS};
 pub struct Findings {
     pub smoke: bool,
     pub m1: Vec<Point>,
+    /// M1 with `tools/call large` (256 KiB of text).
+    pub m1_large: Vec<Point>,
     pub m1_seconds: (f64, f64),
     pub m2: Vec<M2Row>,
     pub m3: Vec<M3Row>,
@@ -27,6 +31,7 @@ pub struct Findings {
     pub m5: Vec<M5Row>,
     pub m6: Option<M6Results>,
     pub m7: Option<M7Results>,
+    pub m8: Vec<Point>,
     /// Remarks worth reading next to the numbers (skipped targets, settings).
     pub notes: Vec<String>,
     /// What failed: scenarios that could not run, and request errors.
@@ -60,6 +65,10 @@ pub fn machine_section(nginx: Option<&Path>, open_files: u64, load_at_start: &st
         ("rustc", rustc),
         ("gateway", gateway_version()),
         ("nginx", nginx),
+        (
+            "M8 tools",
+            Tool::ALL.map(Tool::version).join(", ") + &format!("; Node {}", node_version()),
+        ),
         ("open files (soft limit)", open_files.to_string()),
         (
             "load average at start (1, 5, 15 min)",
@@ -82,6 +91,7 @@ pub fn tables(findings: &Findings) -> String {
     let mode = if findings.smoke { "smoke" } else { "full" };
     let _ = writeln!(out, "# mrtr-bench ({mode} run)\n");
     m1_tables(&mut out, findings);
+    m1_large_table(&mut out, findings);
     m2_table(&mut out, &findings.m2);
     m3_tables(&mut out, &findings.m3);
     if let Some(m4) = &findings.m4 {
@@ -94,6 +104,7 @@ pub fn tables(findings: &Findings) -> String {
     if let Some(m7) = &findings.m7 {
         m7_table(&mut out, m7);
     }
+    m8_table(&mut out, findings);
     if !findings.notes.is_empty() {
         out.push_str("## Notes\n\n");
         for note in &findings.notes {
@@ -123,25 +134,9 @@ fn m1_tables(out: &mut String, findings: &Findings) {
          direct: 2025-11-25 on one initialized session; gateway: 2026-07-28; nginx: `proxy_pass` \
          with an upstream keepalive pool of 128, `worker_processes {NGINX_WORKERS}`.\n\n\
          CPU columns: CPU time (user + system) of the proxy (gateway, or nginx with its workers) \
-         and of the backend during the measured window, divided by the requests completed in it.\n\n\
-         | target | concurrency | requests/s | p50 (µs) | p99 (µs) | errors | proxy CPU per request (µs) | backend CPU per request (µs) |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|"
+         and of the backend during the measured window, divided by the requests completed in it.\n"
     );
-    let cpu = |value: Option<f64>| value.map_or_else(|| "–".to_owned(), |v| format!("{v:.0}"));
-    for point in &findings.m1 {
-        let _ = writeln!(
-            out,
-            "| {} | {} | {:.0} | {} | {} | {} | {} | {} |",
-            point.target.label(),
-            point.concurrency,
-            point.stats.per_second(),
-            point.stats.p50_us(),
-            point.stats.p99_us(),
-            point.stats.errors,
-            cpu(point.proxy_cpu_us),
-            cpu(point.backend_cpu_us),
-        );
-    }
+    point_rows(out, &findings.m1);
     let find = |target: Target, concurrency: usize| {
         findings
             .m1
@@ -151,7 +146,7 @@ fn m1_tables(out: &mut String, findings: &Findings) {
     };
     let top = findings.m1.iter().map(|p| p.concurrency).max().unwrap_or(0);
     let low = findings.m1.iter().map(|p| p.concurrency).min().unwrap_or(0);
-    out.push_str("\n| comparison | value |\n|---|---:|\n");
+    out.push_str("| comparison | value |\n|---|---:|\n");
     let throughput_ratio = |a: Option<&LoadStats>, b: Option<&LoadStats>| match (a, b) {
         (Some(a), Some(b)) if b.per_second() > 0.0 => {
             format!("{:.2}", a.per_second() / b.per_second())
@@ -183,6 +178,71 @@ fn m1_tables(out: &mut String, findings: &Findings) {
         "| median added latency, nginx vs direct at c={low} | {} |\n",
         added(find(Target::Nginx, low), find(Target::Direct, low))
     );
+}
+
+/// The rows of `points` as M1's table: target, concurrency, throughput, latency, errors, CPU.
+fn point_rows(out: &mut String, points: &[Point]) {
+    out.push_str(
+        "| target | concurrency | requests/s | p50 (µs) | p99 (µs) | errors | proxy CPU per request (µs) | backend CPU per request (µs) |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let cpu = |value: Option<f64>| value.map_or_else(|| "–".to_owned(), |v| format!("{v:.0}"));
+    for point in points {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.0} | {} | {} | {} | {} | {} |",
+            point.target.label(),
+            point.concurrency,
+            point.stats.per_second(),
+            point.stats.p50_us(),
+            point.stats.p99_us(),
+            point.stats.errors,
+            cpu(point.proxy_cpu_us),
+            cpu(point.backend_cpu_us),
+        );
+    }
+    out.push('\n');
+}
+
+fn m1_large_table(out: &mut String, findings: &Findings) {
+    if findings.m1_large.is_empty() {
+        return;
+    }
+    let (warmup, measure) = findings.m1_seconds;
+    let _ = writeln!(
+        out,
+        "## M1 large: `tools/call large`, a {} KiB text result\n\n\
+         The same backend, gateway and nginx as M1, {warmup} s warm-up, then {measure} s measured \
+         per point. The backend serializes its answer once and sends it as one JSON body; the \
+         load client parses every answer and compares all {LARGE_TEXT_BYTES} bytes of the text \
+         (a short or different text is an error). CPU columns as in M1.\n",
+        LARGE_TEXT_BYTES / 1024
+    );
+    point_rows(out, &findings.m1_large);
+}
+
+fn m8_table(out: &mut String, findings: &Findings) {
+    if findings.m8.is_empty() {
+        return;
+    }
+    let (warmup, measure) = findings.m1_seconds;
+    let _ = writeln!(
+        out,
+        "## M8: stdio-to-HTTP alternatives, `tools/call echo`\n\n\
+         Every proxy in front of the same stdio echo backend (this bench binary, \
+         newline-delimited JSON-RPC, 2025-11-25), {warmup} s warm-up, then {measure} s measured per \
+         point, all proxies running throughout. gateway (stdio): the release gateway with a \
+         2026-07-28 client, one backend child per concurrent call; gateway (stdio, 2025-11-25 \
+         client): the same gateway's legacy path, one session. supergateway 4.0.0 \
+         (`--outputTransport streamableHttp --stateful`, one backend child per session), \
+         mcp-proxy 6.7.19 from npm (`--server stream`) and mcp-proxy 0.13.0 from PyPI (both: one \
+         backend child shared by every session): 2025-11-25 on both sides, one initialized \
+         session that every client shares.\n\n\
+         CPU columns: the proxy's own process (all its threads; the Node and Python tools run in \
+         one process), and the backend children it spawned, during the measured window, divided \
+         by the requests completed in it.\n"
+    );
+    point_rows(out, &findings.m8);
 }
 
 fn m2_table(out: &mut String, rows: &[M2Row]) {

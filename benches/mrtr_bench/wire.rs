@@ -1,6 +1,7 @@
 //! What the load client puts on the wire and reads back: the hyper 1 client (HTTP/1.1,
-//! keep-alive), the 2025-11-25 and 2026-07-28 request shapes, whole-body reads and an SSE
-//! event reader. Every exchange here is bounded by [`REQUEST_TIMEOUT`].
+//! keep-alive), the 2025-11-25 and 2026-07-28 request shapes, whole-body reads (a JSON body, or
+//! a whole SSE body carrying the response, as some 2025-11-25 servers answer) and an SSE event
+//! reader. Every exchange here is bounded by [`REQUEST_TIMEOUT`].
 
 use std::time::Duration;
 
@@ -73,6 +74,48 @@ pub async fn json_exchange(
         return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)).into());
     }
     Ok(serde_json::from_slice(&body)?)
+}
+
+/// Sends `request` and returns the JSON-RPC response of a 200 answer, whether the body is JSON
+/// or an SSE stream (the first event that is a response; the stream ends after it).
+pub async fn response_exchange(
+    client: &HttpClient,
+    request: Request<Full<Bytes>>,
+) -> BenchResult<Value> {
+    let (status, headers, body) = exchange(client, request).await?;
+    if status != StatusCode::OK {
+        return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&body)).into());
+    }
+    response_in_body(&headers, &body)
+}
+
+/// The JSON-RPC response in a 200 body: the body itself, or an SSE event of it.
+fn response_in_body(headers: &http::HeaderMap, body: &[u8]) -> BenchResult<Value> {
+    let is_sse = headers
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+    if !is_sse {
+        return Ok(serde_json::from_slice(body)?);
+    }
+    let mut rest = body;
+    // Bounded by the body: each pass consumes one event.
+    while let Some((length, blank)) = find_event_end(rest) {
+        let data = event_data(&rest[..length]);
+        rest = &rest[length + blank..];
+        if data.is_empty() {
+            continue;
+        }
+        let message: Value = serde_json::from_str(&data)?;
+        if message.get("method").is_none() && message.get("id").is_some() {
+            return Ok(message);
+        }
+    }
+    Err(format!(
+        "no JSON-RPC response in the SSE body ({} bytes)",
+        body.len()
+    )
+    .into())
 }
 
 fn post(uri: &Uri) -> http::request::Builder {
@@ -170,9 +213,13 @@ pub async fn open_legacy_session(client: &HttpClient, uri: &Uri) -> BenchResult<
     let (status, headers, body) =
         exchange(client, legacy_post(uri, None, initialize.to_string())?).await?;
     if status != StatusCode::OK {
-        return Err(format!("initialize: HTTP {status}").into());
+        return Err(format!(
+            "initialize: HTTP {status}: {}",
+            String::from_utf8_lossy(&body)
+        )
+        .into());
     }
-    result_of(&serde_json::from_slice(&body)?)?;
+    result_of(&response_in_body(&headers, &body)?)?;
     let session = headers
         .get("mcp-session-id")
         .cloned()
@@ -183,10 +230,24 @@ pub async fn open_legacy_session(client: &HttpClient, uri: &Uri) -> BenchResult<
         legacy_post(uri, Some(&session), initialized.to_string())?,
     )
     .await?;
-    if status != StatusCode::ACCEPTED {
+    // 202 per the specification; some proxies answer a notification with 200 or 204.
+    if !status.is_success() {
         return Err(format!("notifications/initialized: HTTP {status}").into());
     }
     Ok(session)
+}
+
+/// Ends a 2025-11-25 session with DELETE.
+pub async fn close_legacy_session(
+    client: &HttpClient,
+    uri: &Uri,
+    session: &HeaderValue,
+) -> BenchResult<StatusCode> {
+    let request = Request::delete(uri.clone())
+        .header("mcp-session-id", session.clone())
+        .header("mcp-protocol-version", LEGACY_VERSION)
+        .body(Full::new(Bytes::new()))?;
+    Ok(exchange(client, request).await?.0)
 }
 
 /// Reads the `data` of SSE events one at a time from a response body.

@@ -6,11 +6,11 @@
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion};
 use http::{HeaderMap, HeaderValue};
 use mrtr_gateway::config::RouteConfig;
 use mrtr_gateway::internals::{
-    now_ms, params_digest, parse, random_id, stamp_result, HeldTable, Method,
+    now_ms, params_digest, parse, random_id, raw_json, stamp_result, HeldTable, Method,
 };
 use mrtr_gateway::state::{principal_digest, KeyRing, StatePayload};
 use serde_json::{json, Map, Value};
@@ -136,11 +136,16 @@ fn front(c: &mut Criterion) {
         "isError": false
     });
     c.bench_function("stamp/tools_call_result", |b| {
-        b.iter_batched(
-            || result.clone(),
-            |result| stamp_result(Method::ToolsCall, result, &route, Some(&server_info), false),
-            BatchSize::SmallInput,
-        )
+        let result = raw_json(&result);
+        b.iter(|| {
+            stamp_result(
+                Method::ToolsCall,
+                &result,
+                &route,
+                Some(&server_info),
+                false,
+            )
+        })
     });
 }
 

@@ -2,9 +2,11 @@
 //! objects, the codes both revisions use, and builders for responses and notifications.
 //!
 //! Payloads stay `serde_json::Value` so that fields the gateway does not know pass through as
-//! they came.
+//! they came. A peer's successful answer is decoded with its `result` kept as raw JSON
+//! ([`decode`]): the gateway forwards it with only its top-level members split.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 /// Error codes the gateway reads or writes.
@@ -122,6 +124,59 @@ pub fn is_valid_id(id: &Value) -> bool {
     }
 }
 
+/// One message read from a peer.
+#[derive(Debug)]
+pub enum Incoming {
+    /// A successful answer, its `result` as the peer wrote it.
+    Answer { id: Value, result: Box<RawValue> },
+    /// Anything else, parsed whole (for [`Message::classify`]).
+    Other(Value),
+}
+
+/// The members that tell a successful answer, borrowed from the text without parsing them.
+#[derive(Deserialize)]
+struct Peek<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+/// Decodes what a peer sent: one message or a batch of them.
+pub fn decode(text: &str) -> Result<Vec<Incoming>, serde_json::Error> {
+    if text.trim_start().starts_with('[') {
+        let items: Vec<&RawValue> = serde_json::from_str(text)?;
+        return items
+            .into_iter()
+            .map(|item| decode_one(item.get()))
+            .collect();
+    }
+    Ok(vec![decode_one(text)?])
+}
+
+fn decode_one(text: &str) -> Result<Incoming, serde_json::Error> {
+    if let Ok(peek) = serde_json::from_str::<Peek>(text) {
+        if let (Some(jsonrpc), Some(id), None, Some(result), None) =
+            (peek.jsonrpc, peek.id, peek.method, peek.result, peek.error)
+        {
+            let id: Value = serde_json::from_str(id.get())?;
+            if jsonrpc.get() == "\"2.0\"" && is_valid_id(&id) {
+                return Ok(Incoming::Answer {
+                    id,
+                    result: result.to_owned(),
+                });
+            }
+        }
+    }
+    serde_json::from_str(text).map(Incoming::Other)
+}
+
 impl Message {
     pub fn classify(value: Value) -> Result<Self, ShapeError> {
         let Value::Object(mut obj) = value else {
@@ -179,6 +234,25 @@ pub fn notification(method: &str, params: Option<Value>) -> Value {
         obj.insert("params".into(), p);
     }
     Value::Object(obj)
+}
+
+/// A success response serialized with its result as given: a [`RawObject`] is written member
+/// by member, without becoming a `Value` first.
+///
+/// [`RawObject`]: crate::front::translate::RawObject
+#[derive(Serialize)]
+pub struct ResultMessage<'a, R: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: R,
+}
+
+pub fn result_message<R: Serialize>(id: &Value, result: R) -> ResultMessage<'_, R> {
+    ResultMessage {
+        jsonrpc: "2.0",
+        id,
+        result,
+    }
 }
 
 pub fn result_response(id: Value, result: Value) -> Value {

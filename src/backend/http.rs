@@ -282,8 +282,8 @@ impl Shared {
             .await;
     }
 
-    async fn deliver(&self, value: Value) {
-        let _ = self.inbound.send(TransportEvent::Message(value)).await;
+    async fn deliver(&self, message: TransportEvent) {
+        let _ = self.inbound.send(message).await;
     }
 
     /// Fails one request with a transport-level error the session can tell from a peer error.
@@ -328,7 +328,7 @@ impl Shared {
                 .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
                 .filter(|v| v.get("error").is_some() && v.get("id") == Some(id));
             match parsed {
-                Some(error) => self.deliver(error).await,
+                Some(error) => self.deliver(TransportEvent::Message(error)).await,
                 None => {
                     self.fail_request(id, format!("backend answered HTTP {status}"))
                         .await
@@ -398,13 +398,15 @@ async fn post_request(shared: Arc<Shared>, message: Value) {
     }
     if !is_event_stream(response.headers()) {
         match read_limited(response.into_body(), MAX_JSON_BODY).await {
-            Ok(body) => match serde_json::from_slice::<Value>(&body) {
-                Ok(Value::Array(items)) => {
-                    for item in items {
-                        shared.deliver(item).await;
+            Ok(body) => match std::str::from_utf8(&body)
+                .map_err(|e| e.to_string())
+                .and_then(|text| crate::jsonrpc::decode(text).map_err(|e| e.to_string()))
+            {
+                Ok(messages) => {
+                    for message in messages {
+                        shared.deliver(message.into()).await;
                     }
                 }
-                Ok(value) => shared.deliver(value).await,
                 Err(e) => {
                     shared
                         .fail_request(&id, format!("backend sent invalid JSON: {e}"))
@@ -489,20 +491,22 @@ async fn read_stream(shared: &Shared, body: Incoming, expect: Option<&Value>) ->
         let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
             continue;
         };
-        let messages = match serde_json::from_str::<Value>(&data) {
-            Ok(Value::Array(items)) => items,
-            Ok(value) => vec![value],
+        let messages = match crate::jsonrpc::decode(&data) {
+            Ok(messages) => messages,
             Err(e) => {
                 tracing::warn!(backend = %shared.backend, error = %e, "non-JSON SSE data ignored");
                 continue;
             }
         };
         for message in messages {
-            let is_answer = expect.is_some_and(|id| {
-                message.get("id") == Some(id)
-                    && (message.get("result").is_some() || message.get("error").is_some())
+            let is_answer = expect.is_some_and(|id| match &message {
+                crate::jsonrpc::Incoming::Answer { id: answered, .. } => answered == id,
+                crate::jsonrpc::Incoming::Other(message) => {
+                    message.get("id") == Some(id)
+                        && (message.get("result").is_some() || message.get("error").is_some())
+                }
             });
-            shared.deliver(message).await;
+            shared.deliver(message.into()).await;
             if is_answer {
                 end.answered = true;
                 return end;

@@ -30,10 +30,26 @@ pub use crate::error::BackendError;
 /// backend reads from its stdin.
 pub const STDIO_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
+impl From<crate::jsonrpc::Incoming> for TransportEvent {
+    fn from(message: crate::jsonrpc::Incoming) -> Self {
+        match message {
+            crate::jsonrpc::Incoming::Answer { id, result } => {
+                TransportEvent::Answer { id, result }
+            }
+            crate::jsonrpc::Incoming::Other(value) => TransportEvent::Message(value),
+        }
+    }
+}
+
 /// What a transport reports to its session.
 #[derive(Debug)]
 pub enum TransportEvent {
     Message(Value),
+    /// A successful answer, its result as the backend wrote it.
+    Answer {
+        id: Value,
+        result: Box<serde_json::value::RawValue>,
+    },
     /// A request could not be delivered or answered (unreachable, bad status, stream lost).
     RequestFailed {
         id: Value,

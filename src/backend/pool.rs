@@ -155,6 +155,8 @@ struct CachedInit {
 struct PoolInner {
     spec: Arc<BackendSpec>,
     metrics: Arc<Metrics>,
+    /// This backend's `mrtr_pool_wait_seconds`, resolved once.
+    pool_wait: prometheus::Histogram,
     slots: Arc<Semaphore>,
     keys: Mutex<HashMap<PoolKey, KeyState>>,
     returned: Notify,
@@ -211,9 +213,11 @@ impl Pool {
                 },
             );
         }
+        let pool_wait = metrics.pool_wait.with_label_values(&[spec.name.as_str()]);
         let inner = Arc::new(PoolInner {
             spec,
             metrics,
+            pool_wait,
             slots: Arc::new(Semaphore::new(max)),
             keys: Mutex::new(keys),
             returned: Notify::new(),
@@ -378,9 +382,7 @@ impl Pool {
         let started = Instant::now();
         let lease = self.acquire_inner(key, profile, purpose, since).await;
         self.inner
-            .metrics
             .pool_wait
-            .with_label_values(&[self.inner.spec.name.as_str()])
             .observe(started.elapsed().as_secs_f64());
         lease
     }

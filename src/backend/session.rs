@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
@@ -91,8 +92,8 @@ pub enum CallEvent {
     ServerRequestCancelled { id: Value },
     /// `notifications/elicitation/complete` params.
     ElicitationComplete(Value),
-    /// The answer to the call.
-    Final(Result<Value, JsonRpcError>),
+    /// The answer to the call, its result as the backend wrote it.
+    Final(Result<Box<RawValue>, JsonRpcError>),
     /// The call cannot be answered: the transport failed or the session is gone.
     Failed(BackendError),
 }
@@ -312,6 +313,25 @@ impl SessionCore {
         }
     }
 
+    /// The backend answered one of the gateway's requests.
+    async fn answered(&self, id: Value, outcome: Result<Box<RawValue>, JsonRpcError>) {
+        let Some(num) = id.as_u64() else {
+            tracing::debug!(backend = %self.backend, %id, "answer to an unknown request id; ignored");
+            return;
+        };
+        let sink = {
+            let mut routing = self.routing();
+            let sink = routing.pending.remove(&num);
+            if routing.active.as_ref().is_some_and(|(a, _)| *a == num) {
+                routing.active = None;
+            }
+            sink
+        };
+        if let Some(sink) = sink {
+            let _ = sink.send(CallEvent::Final(outcome)).await;
+        }
+    }
+
     async fn dispatch(&self, value: Value) {
         let message = match Message::classify(value) {
             Ok(m) => m,
@@ -322,21 +342,8 @@ impl SessionCore {
         };
         match message {
             Message::Response { id, outcome } => {
-                let Some(num) = id.as_u64() else {
-                    tracing::debug!(backend = %self.backend, %id, "answer to an unknown request id; ignored");
-                    return;
-                };
-                let sink = {
-                    let mut routing = self.routing();
-                    let sink = routing.pending.remove(&num);
-                    if routing.active.as_ref().is_some_and(|(a, _)| *a == num) {
-                        routing.active = None;
-                    }
-                    sink
-                };
-                if let Some(sink) = sink {
-                    let _ = sink.send(CallEvent::Final(outcome)).await;
-                }
+                let outcome = outcome.map(|result| crate::front::translate::raw(&result));
+                self.answered(id, outcome).await;
             }
             Message::Request { id, method, params } => {
                 if method == "ping" {
@@ -466,6 +473,7 @@ async fn read_loop(core: Arc<SessionCore>, mut inbound: mpsc::Receiver<Transport
     let reason = loop {
         match inbound.recv().await {
             Some(TransportEvent::Message(value)) => core.dispatch(value).await,
+            Some(TransportEvent::Answer { id, result }) => core.answered(id, Ok(result)).await,
             Some(TransportEvent::RequestFailed { id, reason }) => core.failed_request(&id, reason),
             Some(TransportEvent::Closed(reason)) => break reason,
             None => break "transport stopped".to_string(),
@@ -767,7 +775,12 @@ impl Session {
         let wait = async {
             loop {
                 match rx.recv().await {
-                    Some(CallEvent::Final(outcome)) => return Ok(outcome),
+                    Some(CallEvent::Final(outcome)) => {
+                        return Ok(outcome.map(|result| {
+                            // Raw JSON the transport checked: it parses.
+                            serde_json::from_str(result.get()).unwrap_or(Value::Null)
+                        }));
+                    }
                     Some(CallEvent::Failed(e)) => return Err(e),
                     Some(_) => continue,
                     None => return Err(BackendError::Closed("session closed".into())),

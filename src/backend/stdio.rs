@@ -81,10 +81,12 @@ impl StdioTransport {
                         if line.trim().is_empty() {
                             continue;
                         }
-                        match serde_json::from_str::<Value>(&line) {
-                            Ok(value) => {
-                                if inbound.send(TransportEvent::Message(value)).await.is_err() {
-                                    return;
+                        match crate::jsonrpc::decode(&line) {
+                            Ok(messages) => {
+                                for message in messages {
+                                    if inbound.send(message.into()).await.is_err() {
+                                        return;
+                                    }
                                 }
                             }
                             Err(e) => {

@@ -122,7 +122,7 @@ impl Dispatch {
                 Ok(labeled(
                     json_response(
                         StatusCode::OK,
-                        &jsonrpc::result_response(request.id, result),
+                        &jsonrpc::result_message(&request.id, result),
                     ),
                     Method::Discover,
                     "ok",

@@ -15,6 +15,7 @@ use http::{HeaderValue, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Frame;
+use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -94,13 +95,23 @@ pub fn not_found() -> Response<Body> {
     response
 }
 
-pub fn json_response(status: StatusCode, message: &Value) -> Response<Body> {
-    let mut response = Response::new(full(serde_json::to_vec(message).unwrap_or_default()));
+pub fn json_response(status: StatusCode, message: &(impl Serialize + ?Sized)) -> Response<Body> {
+    json_bytes_response(status, serde_json::to_vec(message).unwrap_or_default())
+}
+
+/// A JSON response whose body is already written.
+pub fn json_bytes_response(status: StatusCode, body: Vec<u8>) -> Response<Body> {
+    let mut response = Response::new(full(body));
     *response.status_mut() = status;
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
+}
+
+/// A message as JSON bytes; serializing a message cannot fail.
+fn written(message: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(message).unwrap_or_default()
 }
 
 /// A JSON-RPC error with the status [`GatewayError::http_status`] gives it.
@@ -124,7 +135,7 @@ pub fn error_response(id: Option<Value>, error: &GatewayError) -> Response<Body>
 pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
 /// One JSON-RPC message as an SSE event.
-pub fn sse_frame(message: &Value) -> Bytes {
+pub fn sse_frame(message: &(impl Serialize + ?Sized)) -> Bytes {
     sse_event(&serde_json::to_vec(message).unwrap_or_default())
 }
 
@@ -151,7 +162,7 @@ pub fn sse_response(body: Body, method: Method, outcome: &'static str) -> Respon
 /// What a response was, for metrics: set by whoever builds it.
 #[derive(Clone, Copy)]
 pub struct Labels {
-    pub method: &'static str,
+    pub method: Method,
     pub outcome: &'static str,
     /// The protocol era the request was served in.
     pub era: crate::config::Era,
@@ -169,7 +180,7 @@ pub fn labeled_in(
     era: crate::config::Era,
 ) -> Response<Body> {
     response.extensions_mut().insert(Labels {
-        method: method.label(),
+        method,
         outcome,
         era,
     });
@@ -217,7 +228,8 @@ impl Reply {
         }
     }
 
-    fn message(&self, outcome: Outcome) -> (Value, StatusCode) {
+    /// The JSON-RPC message for an outcome, written.
+    fn message(&self, outcome: Outcome) -> (Vec<u8>, StatusCode) {
         // Read when the message is written: the first session may have started meanwhile.
         let init = match &outcome {
             Outcome::Error(_) => None,
@@ -227,19 +239,21 @@ impl Reply {
         match outcome {
             Outcome::Final(result) => {
                 if self.method == Method::ToolsList {
-                    self.route
-                        .tool_headers
-                        .learn(&result, self.route.pool.tools_generation());
+                    if let Ok(list) = serde_json::from_str::<Value>(result.get()) {
+                        self.route
+                            .tool_headers
+                            .learn(&list, self.route.pool.tools_generation());
+                    }
                 }
                 let stamped = translate::stamp_result(
                     self.method,
-                    result,
+                    &result,
                     &self.route.config,
                     server_info,
                     self.retry,
                 );
                 (
-                    jsonrpc::result_response(self.id.clone(), stamped),
+                    written(&jsonrpc::result_message(&self.id, stamped)),
                     StatusCode::OK,
                 )
             }
@@ -247,12 +261,15 @@ impl Reply {
                 count_round(&self.route.metrics, &self.route.config.path, &result);
                 let stamped = translate::stamp_interim(result, server_info);
                 (
-                    jsonrpc::result_response(self.id.clone(), stamped),
+                    written(&jsonrpc::result_message(&self.id, stamped)),
                     StatusCode::OK,
                 )
             }
             Outcome::Error(error) => (
-                jsonrpc::error_response(Some(self.id.clone()), &error.to_jsonrpc()),
+                written(&jsonrpc::error_response(
+                    Some(self.id.clone()),
+                    &error.to_jsonrpc(),
+                )),
                 error.http_status(),
             ),
         }
@@ -265,7 +282,7 @@ impl Reply {
             Outcome::Error(error) => error_response(Some(self.id.clone()), &error),
             outcome => {
                 let (message, status) = self.message(outcome);
-                json_response(status, &message)
+                json_bytes_response(status, message)
             }
         };
         labeled(response, self.method, label)
@@ -297,13 +314,13 @@ impl Reply {
                         }
                         Some(Event::Outcome(outcome)) => {
                             let (message, _) = reply.message(outcome);
-                            Some((sse_frame(&message), None))
+                            Some((sse_event(&message), None))
                         }
                         None => None,
                     },
                     () = calls_end.cancelled() => {
                         let (message, _) = reply.message(Outcome::Error(GatewayError::ShutDown));
-                        Some((sse_frame(&message), None))
+                        Some((sse_event(&message), None))
                     }
                     _ = keep_alive.tick() => {
                         Some((Bytes::from_static(KEEP_ALIVE), Some((events, keep_alive, reply))))

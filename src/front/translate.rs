@@ -2,36 +2,48 @@
 //! revision requires, and the capabilities `server/discover` reports. (Params on their way to a
 //! 2025-11-25 backend are the bridge's: `mrtr::setup`.)
 
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use crate::config::RouteConfig;
 use crate::protocol::{Method, META_SERVER_INFO, SUPPORTED_VERSIONS};
 
+/// A result's top-level members, each kept as the backend wrote it: stamping adds and replaces
+/// members without building a tree of the rest (`content`, `structuredContent`, `contents`).
+/// Sorted by name, as a `serde_json::Value` object is.
+pub type RawObject = BTreeMap<String, Box<RawValue>>;
+
 /// Adds what 2026-07-28 requires of every complete result: `resultType`, the server's identity
-/// in `_meta`, cache hints where required; and removes 2025-only tool fields.
+/// in `_meta`, cache hints where required; and removes 2025-only tool fields. Only `_meta`
+/// and, for `tools/list`, `tools` are parsed into values.
 pub fn stamp_result(
     method: Method,
-    result: Value,
+    result: &RawValue,
     route: &RouteConfig,
     server_info: Option<&Value>,
     retry: bool,
-) -> Value {
-    let mut result = match result {
-        Value::Object(map) => map,
+) -> RawObject {
+    let mut result: RawObject = match serde_json::from_str(result.get()) {
+        Ok(members) => members,
         // A 2025 result is always an object; anything else is kept under a key, not dropped.
-        other => {
-            let mut map = Map::new();
-            map.insert("value".into(), other);
-            map
-        }
+        Err(_) => RawObject::from([("value".to_owned(), result.to_owned())]),
     };
-    result.insert("resultType".into(), json!("complete"));
+    put(&mut result, "resultType", &"complete");
     if let Some(info) = server_info {
-        let meta = result
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(meta) = meta {
+        let meta = match result.get("_meta") {
+            None => Some(Map::new()),
+            Some(raw) => match serde_json::from_str(raw.get()) {
+                Ok(Value::Object(meta)) => Some(meta),
+                // Not an object: left as it is.
+                _ => None,
+            },
+        };
+        if let Some(mut meta) = meta {
             meta.insert(META_SERVER_INFO.into(), info.clone());
+            put(&mut result, "_meta", &meta);
         }
     }
     if method.is_cacheable() {
@@ -41,11 +53,14 @@ pub fn stamp_result(
         } else {
             (route.ttl_ms, route.cache_scope.as_str())
         };
-        result.insert("ttlMs".into(), json!(ttl));
-        result.insert("cacheScope".into(), json!(scope));
+        put(&mut result, "ttlMs", &ttl);
+        put(&mut result, "cacheScope", &scope);
     }
     if method == Method::ToolsList {
-        if let Some(Value::Array(tools)) = result.get_mut("tools") {
+        let tools = result
+            .get("tools")
+            .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+        if let Some(Value::Array(mut tools)) = tools {
             // A tool that requires 2025 tasks cannot be called without them: hide it.
             tools.retain(|tool| {
                 tool.pointer("/execution/taskSupport")
@@ -57,9 +72,18 @@ pub fn stamp_result(
                     tool.remove("execution");
                 }
             }
+            put(&mut result, "tools", &tools);
         }
     }
-    Value::Object(result)
+    result
+}
+
+/// Sets one member of a raw result.
+fn put(result: &mut RawObject, key: &str, value: &(impl Serialize + ?Sized)) {
+    // Serializing a number, a string or a `Value` cannot fail.
+    if let Ok(raw) = serde_json::value::to_raw_value(value) {
+        result.insert(key.to_owned(), raw);
+    }
 }
 
 /// An `InputRequiredResult` gets the server's identity and nothing else: no cache hints.
@@ -104,7 +128,7 @@ pub fn discover_capabilities(backend: &Value) -> Value {
     Value::Object(out)
 }
 
-pub fn discover_result(init: &Value, route: &RouteConfig) -> Value {
+pub fn discover_result(init: &Value, route: &RouteConfig) -> RawObject {
     let mut result = Map::new();
     result.insert("supportedVersions".into(), json!(SUPPORTED_VERSIONS));
     result.insert(
@@ -114,13 +138,20 @@ pub fn discover_result(init: &Value, route: &RouteConfig) -> Value {
     if let Some(instructions) = init.get("instructions").filter(|v| v.is_string()) {
         result.insert("instructions".into(), instructions.clone());
     }
+    let result = raw(&Value::Object(result));
     stamp_result(
         Method::Discover,
-        Value::Object(result),
+        &result,
         route,
         init.get("serverInfo"),
         false,
     )
+}
+
+/// A value as raw JSON.
+pub fn raw(value: &Value) -> Box<RawValue> {
+    // A `Value` always serializes; `null` stands in for the impossible failure.
+    serde_json::value::to_raw_value(value).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -144,13 +175,16 @@ mod tests {
     #[test]
     fn results_are_stamped() {
         let info = json!({"name": "legacy", "version": "1"});
-        let out = stamp_result(
+        let stamp = |method, result: Value, info: Option<&Value>, retry| {
+            serde_json::to_value(stamp_result(method, &raw(&result), &route(), info, retry))
+                .unwrap()
+        };
+        let out = stamp(
             Method::ToolsList,
             json!({"tools": [
                 {"name": "a", "execution": {"taskSupport": "optional"}},
                 {"name": "b", "execution": {"taskSupport": "required"}}
             ]}),
-            &route(),
             Some(&info),
             false,
         );
@@ -160,22 +194,36 @@ mod tests {
         assert_eq!(out["_meta"][META_SERVER_INFO], info);
         assert_eq!(out["tools"], json!([{"name": "a"}]));
 
-        let call = stamp_result(
-            Method::ToolsCall,
-            json!({"content": []}),
-            &route(),
-            None,
-            false,
-        );
+        let call = stamp(Method::ToolsCall, json!({"content": []}), None, false);
         assert_eq!(call, json!({"content": [], "resultType": "complete"}));
 
-        let read = stamp_result(
-            Method::ResourcesRead,
-            json!({"contents": []}),
-            &route(),
-            None,
-            true,
+        // What is not stamped passes through byte for byte.
+        let written = r#"{"content":[{"type":"text","text":"a\u0041 1.0e3"}],"x":1.50}"#;
+        let raw_result = RawValue::from_string(written.to_owned()).unwrap();
+        let kept = stamp_result(Method::ToolsCall, &raw_result, &route(), Some(&info), false);
+        assert_eq!(
+            kept["content"].get(),
+            r#"[{"type":"text","text":"a\u0041 1.0e3"}]"#
         );
+        assert_eq!(kept["x"].get(), "1.50");
+        let meta: Value = serde_json::from_str(kept["_meta"].get()).unwrap();
+        assert_eq!(meta[META_SERVER_INFO], info);
+        // A _meta the backend sent keeps its members.
+        let with_meta = stamp(
+            Method::ToolsCall,
+            json!({"content": [], "_meta": {"k": 1}}),
+            Some(&info),
+            false,
+        );
+        assert_eq!(with_meta["_meta"]["k"], 1);
+        assert_eq!(with_meta["_meta"][META_SERVER_INFO], info);
+        // Anything but an object is kept under a key.
+        assert_eq!(
+            stamp(Method::ToolsCall, json!([1]), None, false),
+            json!({"value": [1], "resultType": "complete"})
+        );
+
+        let read = stamp(Method::ResourcesRead, json!({"contents": []}), None, true);
         assert_eq!(
             (read["ttlMs"].clone(), read["cacheScope"].clone()),
             (json!(0), json!("private"))
@@ -195,7 +243,7 @@ mod tests {
             "serverInfo": {"name": "legacy", "version": "1"},
             "instructions": "be nice"
         });
-        let out = discover_result(&init, &route());
+        let out = serde_json::to_value(discover_result(&init, &route())).unwrap();
         assert_eq!(out["supportedVersions"], json!(["2026-07-28"]));
         assert_eq!(
             out["capabilities"],

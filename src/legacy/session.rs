@@ -345,6 +345,11 @@ async fn read_backend(
         };
         match event {
             TransportEvent::Message(message) => session.deliver(message),
+            TransportEvent::Answer { id, result } => {
+                // The client's own answer, passed on as a whole message.
+                let result = serde_json::from_str(result.get()).unwrap_or(Value::Null);
+                session.deliver(crate::jsonrpc::result_response(id, result))
+            }
             TransportEvent::RequestFailed { id, reason } => session.fail_request(&id, &reason),
             TransportEvent::Closed(reason) => break reason,
         }

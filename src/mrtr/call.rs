@@ -50,7 +50,7 @@ pub enum Step {
 #[derive(Debug)]
 pub enum Ending {
     /// The backend's answer.
-    Final(Result<Value, JsonRpcError>),
+    Final(Result<Box<serde_json::value::RawValue>, JsonRpcError>),
     /// The call cannot be answered (timeout, backend lost, capability missing).
     Failed(GatewayError),
     /// A round is ready (or nothing happened within the round wait): park the call.

@@ -64,8 +64,8 @@ pub enum Location {
 /// How a call ended for the front request that waits on it.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    /// The backend's final result, not yet stamped.
-    Final(Value),
+    /// The backend's final result as it wrote it, not yet stamped.
+    Final(Box<serde_json::value::RawValue>),
     Error(GatewayError),
     /// An `InputRequiredResult` (without `_meta`).
     InputRequired(Value),

@@ -130,7 +130,9 @@ impl Backend {
     }
 
     fn answer(&self) {
-        self.push(CallEvent::Final(Ok(json!({ "content": [] }))));
+        self.push(CallEvent::Final(Ok(crate::front::translate::raw(
+            &json!({ "content": [] }),
+        ))));
     }
 
     fn sent(&self) -> Vec<Sent> {

@@ -12,6 +12,7 @@ use std::path::Path;
 
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::coord::types::RangedCoordf64;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use crate::alternatives::Tool;
@@ -61,19 +62,26 @@ pub fn draw_m1_large(path: &Path, points: &[Point]) -> BenchResult<()> {
 
 /// Both panels side by side into `path`.
 fn draw(path: &Path, points: &[&Point], what: &str) -> BenchResult<()> {
-    let root = SVGBackend::new(path, (1200, 520)).into_drawing_area();
+    let root = SVGBackend::new(path, (1200, 600)).into_drawing_area();
     root.fill(&WHITE)?;
     let (left, right) = root.split_horizontally(600);
     let x_max = points.iter().map(|p| p.concurrency).max().unwrap_or(1) as f64 * 1.08;
     let throughput: Vec<f64> = points.iter().map(|p| p.stats.per_second()).collect();
-    let y_max = throughput.iter().copied().fold(0.0, f64::max).max(1.0) * 1.15;
+    // Headroom above the highest point keeps the legend (upper left) clear of the lines.
+    let y_max = throughput.iter().copied().fold(0.0, f64::max).max(1.0) * 1.6;
     let chart = ChartBuilder::on(&left)
         .caption(format!("throughput, {what}"), ("sans-serif", 18))
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(75)
         .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    panel(chart, points, "requests/s", &throughput)?;
+    panel(
+        chart,
+        points,
+        "requests/s",
+        &throughput,
+        SeriesLabelPosition::UpperLeft,
+    )?;
     let p99: Vec<f64> = points.iter().map(|p| p.stats.p99_us() as f64).collect();
     let (low, high) = p99
         .iter()
@@ -85,7 +93,14 @@ fn draw(path: &Path, points: &[&Point], what: &str) -> BenchResult<()> {
         .x_label_area_size(45)
         .y_label_area_size(75)
         .build_cartesian_2d(0.0..x_max, ((low / 1.5).max(1.0)..high * 1.5).log_scale())?;
-    panel(chart, points, "p99 latency (µs, log scale)", &p99)?;
+    // Latency grows with concurrency: the lower right stays clear.
+    panel(
+        chart,
+        points,
+        "p99 latency (µs, log scale)",
+        &p99,
+        SeriesLabelPosition::LowerRight,
+    )?;
     root.present()?;
     Ok(())
 }
@@ -96,6 +111,7 @@ fn panel<'a, Y>(
     points: &[&Point],
     y_label: &str,
     values: &[f64],
+    legend: SeriesLabelPosition,
 ) -> BenchResult<()>
 where
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
@@ -106,6 +122,9 @@ where
         .y_desc(y_label)
         .label_style(("sans-serif", 13))
         .axis_desc_style(("sans-serif", 15))
+        // Only the labelled grid lines: a log axis would otherwise get a dense fill of them.
+        .light_line_style(TRANSPARENT)
+        .y_labels(12)
         .y_label_formatter(&|y| format!("{y:.0}"))
         .x_label_formatter(&|x| format!("{x:.0}"))
         .draw()?;
@@ -120,14 +139,21 @@ where
             continue;
         }
         let style = color.stroke_width(2);
-        let drawn = if dashed {
-            chart.draw_series(DashedLineSeries::new(series.clone(), 8, 5, style))?
+        if dashed {
+            chart
+                .draw_series(DashedLineSeries::new(series.clone(), 8, 5, style))?
+                .label(target.label())
+                .legend(move |(x, y)| {
+                    DashedPathElement::new(vec![(x, y), (x + 24, y)], 8, 5, color.stroke_width(2))
+                });
         } else {
-            chart.draw_series(LineSeries::new(series.clone(), style))?
-        };
-        drawn.label(target.label()).legend(move |(x, y)| {
-            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-        });
+            chart
+                .draw_series(LineSeries::new(series.clone(), style))?
+                .label(target.label())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2))
+                });
+        }
         chart.draw_series(
             series
                 .into_iter()
@@ -136,7 +162,7 @@ where
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(legend)
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .label_font(("sans-serif", 13))

@@ -199,7 +199,7 @@ pub async fn measure(
     };
     let (proxy_cpu_us, backend_cpu_us) = (per_request(proxy_cpu), per_request(backend_cpu));
     eprintln!(
-        "mrtr-bench: {scenario} {:<7} {:<5} c={concurrency:<3} {:>9.0} req/s  p50 {:>6} µs  p99 {:>6} µs  errors {}  proxy CPU/req {:.0} µs",
+        "mrtr-bench: {scenario} {:<16} {:<5} c={concurrency:<3} {:>9.0} req/s  p50 {:>6} µs  p99 {:>6} µs  errors {}  proxy CPU/req {:.0} µs",
         target.label(),
         call.tool(),
         stats.per_second(),

@@ -457,7 +457,7 @@ async fn run(options: Options) -> ExitCode {
     }
 }
 
-/// M1 and M2 share one backend, one gateway and nginx; M2 adds a gateway with no settle window.
+/// M1 and M2 share one backend, one gateway and nginx; M2 adds a gateway with a zero settle window.
 async fn passthrough_and_rounds(
     plan: &Plan,
     scenarios: Scenarios,
@@ -506,7 +506,7 @@ async fn passthrough_and_rounds(
     findings.m2.push(
         m2_elicitation::run_gateway(
             &plan.m2,
-            "gateway, settle_window 50 ms (default)".to_owned(),
+            "gateway, default (settle_quiet 1 ms, settle_window 50 ms)".to_owned(),
             &gateway.url(),
         )
         .await?,
@@ -524,8 +524,9 @@ async fn passthrough_and_rounds(
         .await?,
     );
     findings.notes.push(
-        "`mrtr.settle_window` (default 50 ms) is how long the gateway waits after a backend's \
-         first server request for more to put in the same round; M2 shows the default and 0 ms."
+        "After a backend's first server request, the gateway closes the round once the backend \
+         has been quiet for `mrtr.settle_quiet` (default 1 ms), and after `mrtr.settle_window` \
+         (default 50 ms) at the latest; M2 shows the default and a window of 0 ms."
             .to_owned(),
     );
     Ok(())

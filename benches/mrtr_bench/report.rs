@@ -237,7 +237,10 @@ fn m8_table(out: &mut String, findings: &Findings) {
          (`--outputTransport streamableHttp --stateful`, one backend child per session), \
          mcp-proxy 6.7.19 from npm (`--server stream`) and mcp-proxy 0.13.0 from PyPI (both: one \
          backend child shared by every session): 2025-11-25 on both sides, one initialized \
-         session that every client shares.\n\n\
+         session that every client shares. supergateway and the npm mcp-proxy answer every POST \
+         with an SSE stream (the npm one opens it with an empty priming event), the PyPI \
+         mcp-proxy and the gateway with a JSON body; the load client reads the whole answer \
+         either way.\n\n\
          CPU columns: the proxy's own process (all its threads; the Node and Python tools run in \
          one process), and the backend children it spawned, during the measured window, divided \
          by the requests completed in it.\n"

@@ -230,8 +230,7 @@ pub async fn open_legacy_session(client: &HttpClient, uri: &Uri) -> BenchResult<
         legacy_post(uri, Some(&session), initialized.to_string())?,
     )
     .await?;
-    // 202 per the specification; some proxies answer a notification with 200 or 204.
-    if !status.is_success() {
+    if status != StatusCode::ACCEPTED {
         return Err(format!("notifications/initialized: HTTP {status}").into());
     }
     Ok(session)

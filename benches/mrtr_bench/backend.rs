@@ -213,9 +213,10 @@ fn initialize(state: &BackendState, id: Value) -> Response<BackendBody> {
     response
 }
 
-fn tools_list() -> Value {
-    json!({"tools": [
-        {
+/// The tools both benchmark backends answer: `echo` and the 256 KiB `large`.
+pub fn passthrough_tools() -> Vec<Value> {
+    vec![
+        json!({
             "name": "echo",
             "description": "Repeat the text.",
             "inputSchema": {
@@ -223,18 +224,23 @@ fn tools_list() -> Value {
                 "properties": {"text": {"type": "string"}},
                 "required": ["text"],
             },
-        },
-        {
+        }),
+        json!({
             "name": "large",
             "description": "Return a 256 KiB text.",
             "inputSchema": {"type": "object"},
-        },
-        {
-            "name": "elicit",
-            "description": "Ask the user for a name, then greet them.",
-            "inputSchema": {"type": "object"},
-        },
-    ]})
+        }),
+    ]
+}
+
+fn tools_list() -> Value {
+    let mut tools = passthrough_tools();
+    tools.push(json!({
+        "name": "elicit",
+        "description": "Ask the user for a name, then greet them.",
+        "inputSchema": {"type": "object"},
+    }));
+    json!({ "tools": tools })
 }
 
 fn call_tool(state: &Arc<BackendState>, id: Value, message: &Value) -> Response<BackendBody> {

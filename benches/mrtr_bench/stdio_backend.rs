@@ -16,7 +16,7 @@ use std::io::{BufRead, Write};
 
 use serde_json::{json, Value};
 
-use crate::backend::{large_text, LEGACY_VERSION};
+use crate::backend::{large_text, passthrough_tools, LEGACY_VERSION};
 use crate::BenchResult;
 
 /// The hidden argument that turns the bench binary into the stdio echo backend.
@@ -62,22 +62,7 @@ fn answer(id: Value, method: &str, params: &Value) -> Value {
             "serverInfo": {"name": "mrtr-bench-stdio-backend", "version": "0.1.0"},
         }),
         "ping" => json!({}),
-        "tools/list" => json!({"tools": [
-            {
-                "name": "echo",
-                "description": "Repeat the text.",
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {"text": {"type": "string"}},
-                    "required": ["text"],
-                },
-            },
-            {
-                "name": "large",
-                "description": "Return a 256 KiB text.",
-                "inputSchema": {"type": "object"},
-            },
-        ]}),
+        "tools/list" => json!({ "tools": passthrough_tools() }),
         "tools/call" => match params["name"].as_str() {
             Some("echo") => text_result(params["arguments"]["text"].as_str().unwrap_or_default()),
             _ => return error(id, -32602, "Unknown tool"),

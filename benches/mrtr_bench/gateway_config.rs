@@ -14,6 +14,8 @@ pub struct HttpGatewayConfig {
     pub max_sessions: usize,
     /// `mrtr.settle_window` in ms; `None` keeps the default (50 ms).
     pub settle_window_ms: Option<u64>,
+    /// `mrtr.settle_quiet` in ms; `None` keeps the default (1 ms).
+    pub settle_quiet_ms: Option<u64>,
     /// `mrtr.max_held` and `mrtr.max_held_per_principal` (everyone is `anonymous` here).
     pub max_held: usize,
     /// `mrtr.held_ttl` in seconds: longer than opening and retrying the rounds takes.
@@ -43,6 +45,7 @@ impl HttpGatewayConfig {
             backend_url,
             max_sessions: 256,
             settle_window_ms: None,
+            settle_quiet_ms: None,
             max_held: 10_000,
             held_ttl_s: 50,
             admin: false,
@@ -51,10 +54,13 @@ impl HttpGatewayConfig {
     }
 
     pub fn to_toml(&self) -> String {
-        let settle = self
+        let window = self
             .settle_window_ms
-            .map(|ms| format!("settle_window = \"{ms}ms\"\n"))
-            .unwrap_or_default();
+            .map(|ms| format!("settle_window = \"{ms}ms\"\n"));
+        let quiet = self
+            .settle_quiet_ms
+            .map(|ms| format!("settle_quiet = \"{ms}ms\"\n"));
+        let settle = [window, quiet].into_iter().flatten().collect::<String>();
         let (port, keys, fleet) = match &self.fleet {
             Some(fleet) => (
                 fleet.port,

@@ -457,7 +457,8 @@ async fn run(options: Options) -> ExitCode {
     }
 }
 
-/// M1 and M2 share one backend, one gateway and nginx; M2 adds a gateway with a zero settle window.
+/// M1 and M2 share one backend, one gateway and nginx; M2 adds a gateway with a zero quiet gap
+/// and one with a zero settle window.
 async fn passthrough_and_rounds(
     plan: &Plan,
     scenarios: Scenarios,
@@ -512,21 +513,26 @@ async fn passthrough_and_rounds(
         .await?,
     );
     drop(gateway);
-    let mut no_settle = HttpGatewayConfig::new(backend.url());
-    no_settle.settle_window_ms = Some(0);
-    let no_settle = GatewayProcess::start(&no_settle.to_toml(), Duration::from_secs(10))?;
-    findings.m2.push(
-        m2_elicitation::run_gateway(
-            &plan.m2,
-            "gateway, settle_window 0 ms".to_owned(),
-            &no_settle.url(),
-        )
-        .await?,
-    );
+    let mut no_quiet = HttpGatewayConfig::new(backend.url());
+    no_quiet.settle_quiet_ms = Some(0);
+    let mut no_window = HttpGatewayConfig::new(backend.url());
+    no_window.settle_window_ms = Some(0);
+    let variants = [
+        ("gateway, settle_quiet 0 ms (settle_window 50 ms)", no_quiet),
+        ("gateway, settle_window 0 ms", no_window),
+    ];
+    // Each variant gets a gateway of its own, stopped before the next one starts.
+    for (label, config) in variants {
+        let variant = GatewayProcess::start(&config.to_toml(), Duration::from_secs(10))?;
+        findings
+            .m2
+            .push(m2_elicitation::run_gateway(&plan.m2, label.to_owned(), &variant.url()).await?);
+    }
     findings.notes.push(
         "After a backend's first server request, the gateway closes the round once the backend \
          has been quiet for `mrtr.settle_quiet` (default 1 ms), and after `mrtr.settle_window` \
-         (default 50 ms) at the latest; M2 shows the default and a window of 0 ms."
+         (default 50 ms) at the latest; M2 shows the default, a quiet gap of 0 ms (the round closes \
+         on what has arrived once the gateway has yielded) and a window of 0 ms."
             .to_owned(),
     );
     Ok(())

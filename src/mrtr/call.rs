@@ -15,8 +15,9 @@
 //!
 //! The driver reaches the backend only through [`BackendCall`]: in production a [`LeasedCall`]
 //! (the call and the lease of its session), in the unit tests a scripted double, so the rules
-//! above are tested on tokio's paused clock. The driver is generic over it, not boxed: the
-//! forwarding path pays no dynamic dispatch.
+//! above are tested on tokio's paused clock; its waits likewise run on a [`Clock`]: in production
+//! the [`FineClock`], in the unit tests tokio's own timer. The driver is generic over both, not
+//! boxed: the forwarding path pays no dynamic dispatch.
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
@@ -27,6 +28,7 @@ use serde_json::{json, Map, Value};
 // in tests; outside tests it is the monotonic clock itself.
 use tokio::time::Instant;
 
+use super::clock::{Clock, FineClock};
 use super::inputs::{
     assign_key, check_answer, gate, validate_answer, Gate, InputKind, PendingInput,
 };
@@ -201,7 +203,7 @@ impl BackendCall for LeasedCall {
     }
 }
 
-pub struct CallDriver<C: BackendCall = LeasedCall> {
+pub struct CallDriver<C: BackendCall = LeasedCall, K: Clock = FineClock> {
     /// `Drop` answers the outstanding inputs through it; dropping it then ends the call.
     call: C,
     interruptible: bool,
@@ -231,6 +233,8 @@ pub struct CallDriver<C: BackendCall = LeasedCall> {
     /// Roots were delivered since the last barrier: the backend must have applied them before
     /// it hears the call.
     roots_to_settle: bool,
+    /// What the driver's waits are timed on.
+    clock: K,
     /// Rounds completed so far.
     pub round: u32,
 }
@@ -249,7 +253,7 @@ fn merge(into: &mut Value, from: Value) {
     }
 }
 
-impl<C: BackendCall> CallDriver<C> {
+impl<C: BackendCall, K: Clock> CallDriver<C, K> {
     pub fn new(
         call: C,
         interruptible: bool,
@@ -279,6 +283,7 @@ impl<C: BackendCall> CallDriver<C> {
             prelude_asked_roots: false,
             prelude_gave_roots: false,
             roots_to_settle: false,
+            clock: K::default(),
             round: 0,
         }
     }
@@ -300,6 +305,7 @@ impl<C: BackendCall> CallDriver<C> {
         self.round += 1;
         self.stop_gathering();
         self.idle_deadline = None;
+        self.clock.release();
     }
 
     /// Checks a retry's `inputResponses` against the outstanding inputs without changing
@@ -581,9 +587,8 @@ impl<C: BackendCall> CallDriver<C> {
                 }
                 continue;
             }
-            // A round that is due (or has a zero window) needs no timer, whose millisecond
-            // granularity would add up to a millisecond to it: take what already arrived (a
-            // bounded number of events) and hand out the round. A closed call goes on to the
+            // A round that is due (or has a zero window) needs no wait: take what already
+            // arrived (a bounded number of events) and hand out the round. A closed call goes on to the
             // wait below, which reports why it ended.
             if !self.outstanding.is_empty()
                 && self.round_due_by(Instant::now())
@@ -602,7 +607,7 @@ impl<C: BackendCall> CallDriver<C> {
             }
             let event = tokio::select! {
                 event = self.call.next_event() => event,
-                _ = tokio::time::sleep_until(wake) => {
+                _ = self.clock.sleep_until(wake) => {
                     let now = Instant::now();
                     if self.round_due_by(now) && !self.outstanding.is_empty() {
                         // What the backend's reader was woken for in the same instant comes
@@ -712,7 +717,7 @@ impl<C: BackendCall> CallDriver<C> {
     }
 }
 
-impl<C: BackendCall> Drop for CallDriver<C> {
+impl<C: BackendCall, K: Clock> Drop for CallDriver<C, K> {
     /// Questions of a call that ends unseen (client gone, call failed) are answered, so the
     /// backend never waits on them.
     fn drop(&mut self) {

@@ -2,7 +2,7 @@
 //! becomes a 2026-07-28 `input_required` round; the call is held meanwhile in a table indexed by
 //! a random id sealed into `requestState`; the client's retry redeems it, once.
 //!
-//! - [`call`] drives one backend call across rounds;
+//! - [`call`] drives one backend call across rounds, on a [`clock`] finer than tokio's;
 //! - [`held`] is the table the calls wait in;
 //! - [`inputs`] gates, names and cleans surfaced requests and validates answers;
 //! - [`state`] seals and opens `requestState`.
@@ -21,6 +21,7 @@
 //! waits for both kinds of call.
 
 pub mod call;
+pub mod clock;
 pub mod held;
 pub mod inputs;
 pub mod quota;

@@ -8,6 +8,7 @@ use tokio::time::sleep;
 
 use super::*;
 use crate::jsonrpc::codes;
+use crate::mrtr::clock::TokioClock;
 
 /// What the driver did to the backend, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -181,7 +182,7 @@ impl Setup {
         }
     }
 
-    fn start(self) -> (CallDriver<FakeCall>, Backend) {
+    fn start(self) -> (CallDriver<FakeCall, TokioClock>, Backend) {
         let (tx, rx) = mpsc::unbounded_channel();
         let log = Log::default();
         let call = FakeCall {
@@ -228,7 +229,7 @@ fn answers(pairs: &[(&str, Value)]) -> Map<String, Value> {
 }
 
 /// The driver's next step and how long (paused clock) it took.
-async fn timed_step(driver: &mut CallDriver<FakeCall>) -> (Step, Duration) {
+async fn timed_step(driver: &mut CallDriver<FakeCall, TokioClock>) -> (Step, Duration) {
     let start = Instant::now();
     let step = driver.next_step().await;
     (step, start.elapsed())
@@ -248,7 +249,7 @@ fn notification(step: Step) -> Value {
     }
 }
 
-fn messages(driver: &CallDriver<FakeCall>) -> Vec<(String, String)> {
+fn messages(driver: &CallDriver<FakeCall, TokioClock>) -> Vec<(String, String)> {
     driver
         .input_requests()
         .into_iter()
@@ -434,7 +435,7 @@ async fn an_invalid_preanswer_is_not_delivered_and_the_request_surfaces() {
 }
 
 /// Two questions in one round.
-async fn two_questions() -> (CallDriver<FakeCall>, Backend) {
+async fn two_questions() -> (CallDriver<FakeCall, TokioClock>, Backend) {
     let (mut driver, backend) = Setup::new(json!({"elicitation": {}})).start();
     backend.ask(1, "elicitation/create", elicit("first"));
     backend.ask(2, "elicitation/create", elicit("second"));
@@ -641,7 +642,7 @@ async fn logs_below_the_requested_level_are_dropped() {
 }
 
 /// A call held back by a roots question the backend asked before it.
-async fn roots_prelude() -> (CallDriver<FakeCall>, Backend) {
+async fn roots_prelude() -> (CallDriver<FakeCall, TokioClock>, Backend) {
     let mut setup = Setup::new(json!({"roots": {}}));
     setup.unsent = true;
     let (mut driver, backend) = setup.start();

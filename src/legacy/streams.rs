@@ -7,8 +7,11 @@
 //! - Each stream keeps its last `replay_events` events. A request's stream starts with a priming
 //!   event (an id, `retry:`, empty data) and finishes after its response; it is forgotten once a
 //!   client has read it to the end, or when too many finished ones wait unread.
-//! - One reader at a time per stream ([`Attached`] carries the rule): a second one gets 409.
-//!   Events written while nobody reads wait for the next reader.
+//! - One reader at a time per stream ([`Attached`] carries the rule): a second one gets 409,
+//!   unless it resumes with `Last-Event-ID`. That is a client back after losing the stream,
+//!   whose old connection the gateway may not have seen close yet: the resuming reader takes
+//!   the stream over, and the old one ends. Events written while nobody reads wait for the next
+//!   reader.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
@@ -134,6 +137,9 @@ struct LogState {
     first: u64,
     finished: bool,
     attached: bool,
+    /// Counts the readers attached so far: only the latest reads, and only its end frees the
+    /// stream.
+    generation: u64,
     /// Where the last reader stopped: a reader that names no event id starts here.
     read_to: u64,
 }
@@ -153,6 +159,7 @@ impl StreamLog {
                 first: 0,
                 finished: false,
                 attached: false,
+                generation: 0,
                 read_to: 0,
             }),
             changed: watch::channel(()).0,
@@ -213,24 +220,31 @@ impl StreamLog {
     }
 
     /// The stream as an SSE body, from the event after `after` (a `Last-Event-ID`), or from where
-    /// the last reader stopped. Idle stretches carry keep-alive comments.
+    /// the last reader stopped. Idle stretches carry keep-alive comments. A resuming reader
+    /// (`after` given) takes the stream from one still attached.
     pub fn attach(
         self: &Arc<Self>,
         after: Option<u64>,
         keep_alive: Duration,
     ) -> Result<Body, GatewayError> {
-        let cursor = {
+        let (cursor, generation) = {
             let mut state = self.state.lock_recovered();
-            if state.attached {
+            if state.attached && after.is_none() {
                 return Err(GatewayError::StreamConflict(
                     "this stream already has a reader".into(),
                 ));
             }
             state.attached = true;
-            after.map_or(state.read_to, |seq| seq + 1)
+            state.generation += 1;
+            (after.map_or(state.read_to, |seq| seq + 1), state.generation)
         };
+        // A reader taken over is waiting for a change: it wakes, and ends.
+        self.changed.send_replace(());
         let reader = Reader {
-            attached: Attached(self.clone()),
+            attached: Attached {
+                log: self.clone(),
+                generation,
+            },
             cursor,
             changes: self.changed.subscribe(),
         };
@@ -268,8 +282,11 @@ struct Reader {
 
 impl Reader {
     fn next_frame(&mut self) -> Next {
-        let log = &self.attached.0;
+        let log = &self.attached.log;
         let mut state = log.state.lock_recovered();
+        if state.generation != self.attached.generation {
+            return Next::End;
+        }
         // Events trimmed before this reader came are lost to it.
         self.cursor = self.cursor.max(state.first);
         if self.cursor < state.end() {
@@ -287,15 +304,21 @@ impl Reader {
     }
 }
 
-/// A stream's one reader: dropping it frees the stream for the next, and forgets a request
-/// stream read to its end.
-struct Attached(Arc<StreamLog>);
+/// A stream's one reader: dropping the latest frees the stream for the next, and forgets a
+/// request stream read to its end. One taken over leaves the stream to its successor.
+struct Attached {
+    log: Arc<StreamLog>,
+    generation: u64,
+}
 
 impl Drop for Attached {
     fn drop(&mut self) {
-        let log = &self.0;
+        let log = &self.log;
         let read_through = {
             let mut state = log.state.lock_recovered();
+            if state.generation != self.generation {
+                return;
+            }
             state.attached = false;
             state.finished && state.read_to >= state.end()
         };
@@ -348,6 +371,35 @@ mod tests {
         assert!(streams.standalone().is_some());
         assert_eq!(parse_event_id("1-2"), Some((1, 2)));
         assert_eq!(parse_event_id("x"), None);
+    }
+
+    #[tokio::test]
+    async fn a_resuming_reader_takes_the_stream_from_one_still_attached() {
+        let streams = Streams::new(16);
+        let log = streams.open();
+        log.push(&json!({"jsonrpc": "2.0", "method": "notifications/progress"}));
+        let mut old = log.attach(None, Duration::from_secs(5)).unwrap();
+        let _priming = old.frame().await.unwrap().unwrap();
+        // The client lost the connection after the priming event (1-0), which the gateway has
+        // not seen close: it resumes, and the old reader ends without reading more.
+        let mut resumed = log.attach(Some(0), Duration::from_secs(5)).unwrap();
+        assert!(old.frame().await.is_none(), "the old reader ends");
+        drop(old);
+        // The stream is still the resumed reader's: a plain second reader is refused.
+        assert!(matches!(
+            log.attach(None, Duration::from_secs(5)),
+            Err(GatewayError::StreamConflict(_))
+        ));
+        let next = resumed.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert!(String::from_utf8_lossy(&next).starts_with("id: 1-1\n"));
+        log.push(&json!({"jsonrpc": "2.0", "id": 7, "result": {}}));
+        log.finish();
+        let rest = read_all(resumed).await;
+        assert!(rest.contains("id: 1-2\n"), "{rest}");
+        assert!(
+            streams.find(log.id()).is_none(),
+            "read to its end: forgotten"
+        );
     }
 
     #[tokio::test]

@@ -588,8 +588,8 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
                 continue;
             }
             // A round that is due (or has a zero window) needs no wait: take what already
-            // arrived (a bounded number of events) and hand out the round. A closed call goes on to the
-            // wait below, which reports why it ended.
+            // arrived (a bounded number of events) and hand out the round. A closed call goes
+            // on to the wait below, which reports why it ended.
             if !self.outstanding.is_empty()
                 && self.round_due_by(Instant::now())
                 && !self.call.events_closed()

@@ -46,7 +46,8 @@ impl Clock for TokioClock {
     fn release(&mut self) {}
 }
 
-/// Short waits on a timerfd, opened at the first one and kept until [`Clock::release`].
+/// Short waits on a timerfd, opened at the first one and kept until [`Clock::release`] or
+/// until the clock is dropped.
 #[derive(Debug, Default)]
 pub struct FineClock {
     timer: Option<AsyncFd<OwnedFd>>,
@@ -78,6 +79,12 @@ impl Clock for FineClock {
 }
 
 impl FineClock {
+    /// Whether a timerfd is open (short waits ran on it, and it was not released since).
+    #[cfg(test)]
+    pub fn holds_timer(&self) -> bool {
+        self.timer.is_some()
+    }
+
     /// The timer, set to expire once `after` from now (which discards an earlier setting and
     /// any expiry not yet read).
     fn armed(&mut self, after: Duration) -> io::Result<&AsyncFd<OwnedFd>> {
@@ -115,6 +122,8 @@ async fn expiry(timer: &AsyncFd<OwnedFd>) -> io::Result<()> {
     loop {
         let mut ready = timer.readable().await?;
         if let Ok(read) = ready.try_io(|fd| Ok(rustix::io::read(fd.get_ref(), &mut expirations)?)) {
+            // Read: the timer is not readable until it is armed and expires again.
+            ready.clear_ready();
             return read.map(drop);
         }
     }
@@ -136,7 +145,7 @@ mod tests {
                 "returned early: {took:?}"
             );
         }
-        assert!(clock.timer.is_some(), "one timerfd serves every short wait");
+        assert!(clock.timer.is_some(), "the short waits ran on the timerfd");
         clock.release();
         assert!(clock.timer.is_none());
     }
@@ -152,6 +161,15 @@ mod tests {
             // (as when the backend's event wins the driver's select) before it reads.
             std::thread::sleep(Duration::from_millis(1));
             tokio::task::yield_now().await;
+        }
+        // The reactor saw the expiry: the readiness the next wait meets is stale.
+        {
+            let Some(timer) = clock.timer.as_ref() else {
+                panic!("the wait was timed on the timerfd")
+            };
+            let readable = timer.readable();
+            tokio::pin!(readable);
+            assert!(futures_util::poll!(&mut readable).is_ready());
         }
         let start = Instant::now();
         clock.sleep_until(start + Duration::from_millis(2)).await;

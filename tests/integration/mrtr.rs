@@ -89,21 +89,16 @@ async fn elicitation_sampling_and_roots_through_a_real_client(kind: Backend) {
 }
 
 /// The longest `settle_window` allowed: a round that comes back well before it was closed by
-/// the backend's quiet gap (`settle_quiet`), not by the window.
+/// the backend's quiet gap (`settle_quiet`, `TEST_SETTLE_QUIET` in the tests), not by the
+/// window.
 const LONG_SETTLE_WINDOW: Duration = Duration::from_millis(450);
 
-/// The quiet gap of these tests, above the default 1 ms: the fixture's stdio writes each pass
-/// through tokio's blocking pool, so on a busy machine its back-to-back questions can come more
-/// than 1 ms apart and land in two rounds (still answered, but not what is tested here).
-const TEST_SETTLE_QUIET: Duration = Duration::from_millis(10);
-
-fn generous_settle(config: &mut mrtr_gateway::config::Config) {
+fn long_settle_window(config: &mut mrtr_gateway::config::Config) {
     config.mrtr.settle_window = LONG_SETTLE_WINDOW;
-    config.mrtr.settle_quiet = TEST_SETTLE_QUIET;
 }
 
 async fn parallel_requests_share_one_round(kind: Backend) {
-    let h = Harness::start_with(kind, generous_settle).await;
+    let h = Harness::start_with(kind, long_settle_window).await;
     // A session started for these capabilities first: its start waits for the backend's roots
     // question, which this backend never asks, and only the round is timed.
     let warm = tool_call(json!(0), "pid", json!({}), &all_caps());
@@ -150,7 +145,7 @@ async fn parallel_requests_share_one_round(kind: Backend) {
 }
 
 async fn a_lone_question_is_answered_before_the_settle_window(kind: Backend) {
-    let h = Harness::start_with(kind, generous_settle).await;
+    let h = Harness::start_with(kind, long_settle_window).await;
     for id in 1..=3 {
         let call = tool_call(json!(id), "ask_name", json!({}), &elicitation_caps());
         let started = std::time::Instant::now();

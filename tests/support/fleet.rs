@@ -40,7 +40,8 @@ use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::support::gateway::{
-    fixture_path, Backend, GatewayProcess, HttpBackend, BACKEND_NAME, TEST_STATE_KEY,
+    fixture_path, Backend, GatewayProcess, HttpBackend, BACKEND_NAME, TEST_SETTLE_QUIET,
+    TEST_STATE_KEY,
 };
 use crate::support::modern_client::{post_raw_with_headers, standard_headers, RawExchange};
 
@@ -257,12 +258,14 @@ impl FleetBuilder {
                  [mrtr]\n\
                  keys = [\"{TEST_STATE_KEY}\"]\n\
                  instance_id = \"{instance_id}\"\n\
+                 settle_quiet = \"{}ms\"\n\
                  \n\
                  [[route]]\n\
                  path = \"/mcp\"\n\
                  backend = \"{BACKEND_NAME}\"\n\
                  auth = {{ mode = \"none\" }}\n",
-                PEER_TIMEOUT.as_secs()
+                PEER_TIMEOUT.as_secs(),
+                TEST_SETTLE_QUIET.as_millis()
             )
             .parse()
             .expect("base fleet configuration");

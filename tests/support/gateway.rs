@@ -346,9 +346,16 @@ impl Harness {
     }
 }
 
+/// The quiet gap that closes the test gateways' rounds, above the default 1 ms: the fixture's
+/// stdio writes each pass through tokio's blocking pool, so on a busy machine (or a session's
+/// first call) the questions its `parallel_inputs` asks together can come more than 1 ms apart
+/// and land in two rounds. That is still answered, but the tests count rounds.
+pub const TEST_SETTLE_QUIET: Duration = Duration::from_millis(10);
+
 /// The configuration of a test gateway before the test adjusts it: `/mcp` in front of the
-/// legacy backend on a free loopback port, requestState sealed with [`TEST_STATE_KEY`], and a
-/// short drain (tests end with calls still held now and then).
+/// legacy backend on a free loopback port, requestState sealed with [`TEST_STATE_KEY`], rounds
+/// closed on [`TEST_SETTLE_QUIET`], and a short drain (tests end with calls still held now and
+/// then).
 fn test_config(transport: Transport) -> Config {
     let kind = match transport {
         Transport::Stdio(_) => "stdio",
@@ -362,6 +369,7 @@ fn test_config(transport: Transport) -> Config {
     config.server.drain_timeout = Duration::from_secs(1);
     config.mrtr.keys = vec![TEST_STATE_KEY.to_string()];
     config.mrtr.instance_id = Some("test-instance".into());
+    config.mrtr.settle_quiet = TEST_SETTLE_QUIET;
     let backend = config.legacy();
     match transport {
         Transport::Stdio(env) => {

@@ -8,7 +8,7 @@ use tokio::time::sleep;
 
 use super::*;
 use crate::jsonrpc::codes;
-use crate::mrtr::clock::TokioClock;
+use crate::mrtr::clock::{Clock, FineClock, TokioClock};
 
 /// What the driver did to the backend, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -183,6 +183,11 @@ impl Setup {
     }
 
     fn start(self) -> (CallDriver<FakeCall, TokioClock>, Backend) {
+        self.start_on()
+    }
+
+    /// The same driver on another clock.
+    fn start_on<K: Clock>(self) -> (CallDriver<FakeCall, K>, Backend) {
         let (tx, rx) = mpsc::unbounded_channel();
         let log = Log::default();
         let call = FakeCall {
@@ -249,7 +254,7 @@ fn notification(step: Step) -> Value {
     }
 }
 
-fn messages(driver: &CallDriver<FakeCall, TokioClock>) -> Vec<(String, String)> {
+fn messages<K: Clock>(driver: &CallDriver<FakeCall, K>) -> Vec<(String, String)> {
     driver
         .input_requests()
         .into_iter()
@@ -317,6 +322,23 @@ async fn a_lone_question_is_handed_out_after_the_quiet_gap_not_the_window() {
     assert_eq!(took, QUIET);
     assert!(took < SETTLE);
     assert_eq!(messages(&driver), vec![pair("elicitation-1", "name?")]);
+}
+
+/// The production clock, in real time: the quiet gap is timed on its timerfd, and the round
+/// is handed out no sooner than the gap and well before the window.
+#[tokio::test]
+async fn on_the_fine_clock_the_quiet_gap_is_timed_on_its_timerfd() {
+    let (mut driver, backend) = Setup::new(json!({"elicitation": {}})).start_on::<FineClock>();
+    backend.ask(1, "elicitation/create", elicit("name?"));
+    let start = Instant::now();
+    let step = driver.next_step().await;
+    let took = start.elapsed();
+    assert!(matches!(ending(step), Ending::InputRequired));
+    assert!(took >= QUIET, "handed out before the gap: {took:?}");
+    assert!(driver.clock.holds_timer(), "the gap ran on the timerfd");
+    assert_eq!(messages(&driver), vec![pair("elicitation-1", "name?")]);
+    driver.parked();
+    assert!(!driver.clock.holds_timer(), "a held round keeps no timerfd");
 }
 
 #[tokio::test(start_paused = true)]

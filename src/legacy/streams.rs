@@ -227,19 +227,23 @@ impl StreamLog {
         after: Option<u64>,
         keep_alive: Duration,
     ) -> Result<Body, GatewayError> {
-        let (cursor, generation) = {
+        let (cursor, generation, took_over) = {
             let mut state = self.state.lock_recovered();
-            if state.attached && after.is_none() {
+            let took_over = state.attached;
+            if took_over && after.is_none() {
                 return Err(GatewayError::StreamConflict(
                     "this stream already has a reader".into(),
                 ));
             }
             state.attached = true;
             state.generation += 1;
-            (after.map_or(state.read_to, |seq| seq + 1), state.generation)
+            let cursor = after.map_or(state.read_to, |seq| seq + 1);
+            (cursor, state.generation, took_over)
         };
-        // A reader taken over is waiting for a change: it wakes, and ends.
-        self.changed.send_replace(());
+        if took_over {
+            // The reader taken over may be waiting for a change: it wakes, and ends.
+            self.changed.send_replace(());
+        }
         let reader = Reader {
             attached: Attached {
                 log: self.clone(),

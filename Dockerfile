@@ -1,9 +1,10 @@
-# syntax=docker/dockerfile:1.7
-#
 # mrtr-gateway container image.
 #
-#   docker build -t mrtr-gateway .
-#   docker run --rm --read-only --tmpfs /tmp -p 8080:8080 -p 9090:9090 mrtr-gateway
+#   docker build -t mrtr-gateway .          (podman: podman build --format docker -t mrtr-gateway .)
+#   docker run --rm --read-only --tmpfs /tmp -p 127.0.0.1:8080:8080 -p 127.0.0.1:9090:9090 mrtr-gateway
+#
+# tests/image/container.sh builds it and runs it this way; tests/image/fleet.sh runs three of it
+# with the Helm chart's configuration.
 #
 # Ports:
 #   8080  MCP endpoint (server.listen)
@@ -22,11 +23,19 @@ FROM rust:${RUST_VERSION}-${DEBIAN_RELEASE} AS builder
 ENV CARGO_BUILD_JOBS=2 \
     CARGO_TERM_COLOR=never
 WORKDIR /src
+# Dependencies first, in a layer of their own that survives edits to src/: the manifest names
+# the bench and example targets, so their sources come along (cargo refuses a manifest whose
+# targets are missing), and a stub main stands in for the gateway's sources.
 COPY Cargo.toml Cargo.lock ./
+COPY benches ./benches
+COPY tests/fixtures ./tests/fixtures
+RUN mkdir src \
+ && echo 'fn main() {}' > src/main.rs \
+ && cargo build --release --locked --features otlp \
+ && cargo clean --release --package mrtr-gateway \
+ && rm -rf src
 COPY src ./src
-RUN --mount=type=cache,target=/usr/local/cargo/registry \
-    --mount=type=cache,target=/src/target \
-    cargo build --release --locked --features otlp \
+RUN cargo build --release --locked --features otlp \
  && install -D -m 0755 target/release/mrtr-gateway /out/mrtr-gateway
 # The image's default configuration, checked by the binary it ships with.
 RUN printf '%s\n' \
@@ -50,12 +59,15 @@ RUN printf '%s\n' \
 
 # ---- runtime ----------------------------------------------------------------------------------
 FROM debian:${DEBIAN_RELEASE}-slim AS runtime
-# ca-certificates: for stdio backends that make TLS calls (the gateway carries its own roots);
-# it follows the base image's release, so it is not pinned.
+# ca-certificates: the system trust store, which the gateway reads besides its own webpki roots
+# (mount a private CA and point SSL_CERT_FILE at it), and which stdio backends use for their TLS
+# calls; it follows the base image's release, so it is not pinned. `apt-get clean` leaves no
+# package cache behind on a base without the official images' docker-clean setting.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates \
- && rm -rf /var/lib/apt/lists/* \
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/log/apt /var/log/dpkg.log \
  && groupadd --system --gid 10001 mrtr \
  && useradd --system --uid 10001 --gid 10001 --home-dir /nonexistent --no-create-home \
         --shell /usr/sbin/nologin mrtr

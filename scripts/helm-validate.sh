@@ -18,6 +18,10 @@
 #
 # Usage: scripts/helm-validate.sh            check
 #        scripts/helm-validate.sh --update   rewrite helm/examples/*.yaml from the chart, then check
+#        scripts/helm-validate.sh --render NAME FILE
+#                                            render the chart with helm/examples/values/NAME.yaml
+#                                            ("default": values.yaml alone) into FILE, check nothing
+#                                            (the container fleet test runs that configuration)
 #
 # Helm's engine: the `helm` command when it is on PATH, otherwise the PyPI package
 # helm-python-sdk (Helm's Go SDK as a library). Python packages go into a virtual environment in
@@ -26,10 +30,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 update=0
+render_name=""
+render_out=""
 case "${1:-}" in
   "") ;;
   --update) update=1 ;;
-  *) echo "usage: $0 [--update]" >&2; exit 2 ;;
+  --render)
+    [ $# = 3 ] || { echo "usage: $0 --render NAME FILE" >&2; exit 2; }
+    render_name="$2"
+    render_out="$(realpath -m "$3")"
+    ;;
+  *) echo "usage: $0 [--update | --render NAME FILE]" >&2; exit 2 ;;
 esac
 
 tmp="$(mktemp -d)"
@@ -55,7 +66,7 @@ echo "== installing ${requirements[*]}"
 bin="${MRTR_GATEWAY_BIN:-target/release/mrtr-gateway}"
 [ -x "$bin" ] || bin=""
 
-"$venv/bin/python" - "$update" "$tmp" "$bin" <<'PY'
+"$venv/bin/python" - "$update" "$tmp" "$bin" "$render_name" "$render_out" <<'PY'
 import base64
 import copy
 import difflib
@@ -77,6 +88,7 @@ import yaml
 UPDATE = sys.argv[1] == "1"
 TMP = Path(sys.argv[2])
 BIN = sys.argv[3]
+RENDER_NAME, RENDER_OUT = sys.argv[4], sys.argv[5]
 CHART = Path("helm/mrtr-gateway")
 EXAMPLES = Path("helm/examples")
 RELEASE, NAMESPACE = "mrtr-gateway", "mcp"
@@ -267,6 +279,15 @@ def lint(overrides, path):
     problems = [f"[{m['severity']}] {m['path']}: {m['error']}" for m in report.get("messages", [])
                 if m.get("severity", 0) >= 2]
     return problems + list(report.get("errors") or [])
+
+
+if RENDER_NAME:
+    for name, overrides, path in cases:
+        if name == RENDER_NAME:
+            Path(RENDER_OUT).write_text(render(overrides, path))
+            print(f"rendered the chart with {path or 'values.yaml'} into {RENDER_OUT}")
+            sys.exit(0)
+    sys.exit(f"no example values named {RENDER_NAME!r}")
 
 
 rendered = {}

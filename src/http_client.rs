@@ -1,7 +1,9 @@
 //! How the gateway's outbound HTTP clients are built (one per Streamable HTTP backend, one for
 //! JWKS documents, one for the other replicas of a fleet): hyper's pooled client over rustls
-//! (ring, webpki roots), HTTP/1.1; and how their responses say they are SSE. A leaf.
+//! (ring; the webpki roots and the system's trust store), HTTP/1.1; and how their responses say
+//! they are SSE. A leaf.
 
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,14 +24,37 @@ pub struct TlsSetupError(#[source] rustls::Error);
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 const POOL_MAX_IDLE_PER_HOST: usize = 128;
 
+/// The certificate authorities outbound TLS trusts: the webpki roots (the gateway works without a
+/// system store, as in a distroless image) plus the system's store, where an operator adds a
+/// private CA (a mounted bundle named by `SSL_CERT_FILE` or `SSL_CERT_DIR`, or the image's
+/// `/etc/ssl/certs`). Read once: every client shares it.
+static TRUST_ROOTS: LazyLock<Arc<rustls::RootCertStore>> = LazyLock::new(|| {
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let native = rustls_native_certs::load_native_certs();
+    for error in &native.errors {
+        tracing::warn!(%error, "a certificate of the system's trust store could not be read");
+    }
+    let (added, ignored) = roots.add_parsable_certificates(native.certs);
+    tracing::debug!(added, ignored, "system trust store loaded");
+    Arc::new(roots)
+});
+
 pub fn new_client() -> Result<HttpClient, TlsSetupError> {
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
     // Requests and SSE events are small writes that must not wait for Nagle's algorithm.
     tcp.set_nodelay(true);
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(TlsSetupError)?
+    .with_root_certificates(Arc::clone(&TRUST_ROOTS))
+    .with_no_client_auth();
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_provider_and_webpki_roots(rustls::crypto::ring::default_provider())
-        .map_err(TlsSetupError)?
+        .with_tls_config(tls)
         .https_or_http()
         .enable_http1()
         .wrap_connector(tcp);

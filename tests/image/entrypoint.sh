@@ -20,10 +20,7 @@ if [ -z "${MRTR_GATEWAY_BIN:-}" ]; then
 fi
 src_bin="$(realpath "$MRTR_GATEWAY_BIN")"
 
-passed=0
-failed=0
-pass() { passed=$((passed + 1)); echo "ok   $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL $1"; }
+source tests/image/checks.sh
 
 root="$(mktemp -d)"
 pid=""
@@ -147,15 +144,7 @@ log="$(mktemp)"
 pid=$!
 echo "gateway pid $pid as $user on 127.0.0.1:$port (admin 127.0.0.1:$admin_port)"
 
-mcp() { # METHOD NAME BODY -> prints "HTTP_CODE BODY"
-  local headers=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
-                 -H 'MCP-Protocol-Version: 2026-07-28' -H "Mcp-Method: $1")
-  [ -n "$2" ] && headers+=(-H "Mcp-Name: $2")
-  curl -sS --max-time 30 -o "$root/tmp/.body" -w '%{http_code}' "${headers[@]}" \
-    "http://127.0.0.1:$port/mcp" -d "$3" || true
-  echo -n " "
-  cat "$root/tmp/.body" 2>/dev/null || true
-}
+mcp() { mcp_post "http://127.0.0.1:$port/mcp" "$@"; } # METHOD MCP-NAME BODY
 META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
 DISCOVER='{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{'"$META"'}}'
 
@@ -172,13 +161,6 @@ if [ "${#run_as[@]}" -gt 0 ]; then
     fail "it runs as uid 10001: $(grep '^Uid:' "/proc/$pid/status")"; fi
 fi
 
-json_check() { # LABEL PYTHON-EXPR RESPONSE: EXPR over r (parsed body) and code
-  local code="${3%% *}" body="${3#* }"
-  if CODE="$code" BODY="$body" python3 -c '
-import json, os, sys
-code = int(os.environ["CODE"]); r = json.loads(os.environ["BODY"])
-sys.exit(0 if ('"$2"') else 1)' 2>/dev/null; then pass "$1"; else fail "$1: $3"; fi
-}
 
 json_check "server/discover answers 2026-07-28" \
   'code == 200 and r["result"]["supportedVersions"] == ["2026-07-28"] and r["result"]["resultType"] == "complete"' \
@@ -300,6 +282,4 @@ else
 fi
 rm -f "$log"
 
-echo
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

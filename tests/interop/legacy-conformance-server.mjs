@@ -12,12 +12,18 @@
 // Usage:
 //   node legacy-conformance-server.mjs --stdio
 //   node legacy-conformance-server.mjs --http 127.0.0.1:0
+//   node legacy-conformance-server.mjs --https NAME:PORT CERT_FILE KEY_FILE
 // With --http it serves stateful Streamable HTTP at /mcp (sessions, SSE responses, the GET
 // stream, resumption with Last-Event-ID) on 127.0.0.1 only, and prints exactly one line,
 // `LISTENING http://127.0.0.1:PORT/mcp`, once it is listening. Diagnostics go to stderr.
+// With --https it serves the same over TLS on every address of its host (the container tests
+// run it on a container network), answering only requests whose Host is NAME; when
+// REQUIRE_BEARER is set, a request without `Authorization: Bearer $REQUIRE_BEARER` gets 401.
 
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import process from 'node:process';
 
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -976,12 +982,22 @@ function readBody(req) {
   });
 }
 
-async function serveHttp(listen) {
-  const match = /^(127\.0\.0\.1):(\d{1,5})$/.exec(listen ?? '');
+// tls: undefined for --http (loopback only), or { name, cert, key } for --https.
+async function serveHttp(listen, tls) {
+  const match = (tls ? /^([A-Za-z0-9.-]+):(\d{1,5})$/ : /^(127\.0\.0\.1):(\d{1,5})$/).exec(listen ?? '');
   if (!match) {
-    process.stderr.write('--http takes 127.0.0.1:PORT (this server binds the loopback address only)\n');
+    process.stderr.write(
+      tls
+        ? '--https takes NAME:PORT\n'
+        : '--http takes 127.0.0.1:PORT (this server binds the loopback address only)\n',
+    );
     process.exit(2);
   }
+  const requiredBearer = tls ? process.env.REQUIRE_BEARER : undefined;
+  const allowedHost = (req) => {
+    if (!tls) return loopbackOnly(req);
+    return hostnameOf(req.headers.host ?? '') === match[1] && req.headers.origin === undefined;
+  };
   const sessions = new Map(); // Mcp-Session-Id -> { server, transport }
 
   async function handle(req, res) {
@@ -991,8 +1007,12 @@ async function serveHttp(listen) {
       res.end('Not found\n');
       return;
     }
-    if (!loopbackOnly(req)) {
-      sendJsonError(res, 403, -32000, 'Forbidden: Host or Origin is not a loopback address');
+    if (!allowedHost(req)) {
+      sendJsonError(res, 403, -32000, 'Forbidden: Host or Origin is not this server');
+      return;
+    }
+    if (requiredBearer && req.headers.authorization !== `Bearer ${requiredBearer}`) {
+      sendJsonError(res, 401, -32000, 'Unauthorized: a bearer token is required');
       return;
     }
     const sessionId = req.headers['mcp-session-id'];
@@ -1048,13 +1068,16 @@ async function serveHttp(listen) {
     await transport.handleRequest(req, res, body);
   }
 
-  const httpServer = http.createServer((req, res) => {
+  const onRequest = (req, res) => {
     handle(req, res).catch((e) => {
       process.stderr.write(`request failed: ${errorMessage(e)}\n`);
       if (!res.headersSent) sendJsonError(res, 500, ErrorCode.InternalError, 'Internal error');
       else res.end();
     });
-  });
+  };
+  const httpServer = tls
+    ? https.createServer({ cert: readFileSync(tls.cert), key: readFileSync(tls.key) }, onRequest)
+    : http.createServer(onRequest);
 
   const shutdown = async () => {
     httpServer.close();
@@ -1069,9 +1092,9 @@ async function serveHttp(listen) {
     process.stderr.write(`cannot listen on ${listen}: ${errorMessage(e)}\n`);
     process.exit(1);
   });
-  httpServer.listen(Number(match[2]), match[1], () => {
+  httpServer.listen(Number(match[2]), tls ? '0.0.0.0' : match[1], () => {
     const { port } = httpServer.address();
-    process.stdout.write(`LISTENING http://127.0.0.1:${port}/mcp\n`);
+    process.stdout.write(`LISTENING ${tls ? 'https' : 'http'}://${match[1]}:${port}/mcp\n`);
   });
 }
 
@@ -1093,12 +1116,16 @@ async function serveStdio() {
   await server.connect(new StdioServerTransport());
 }
 
-const [mode, value] = process.argv.slice(2);
+const [mode, value, cert, key] = process.argv.slice(2);
 if (mode === '--stdio') {
   await serveStdio();
 } else if (mode === '--http') {
   await serveHttp(value);
+} else if (mode === '--https' && cert && key) {
+  await serveHttp(value, { cert, key });
 } else {
-  process.stderr.write('usage: legacy-conformance-server.mjs --stdio | --http 127.0.0.1:PORT\n');
+  process.stderr.write(
+    'usage: legacy-conformance-server.mjs --stdio | --http 127.0.0.1:PORT | --https NAME:PORT CERT KEY\n',
+  );
   process.exit(2);
 }

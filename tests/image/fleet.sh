@@ -195,7 +195,7 @@ write_nginx_conf() { # NAME...: the replicas in the pool
 }
 nginx_ctl() { "$nginx_bin" -p "$scratch/nginx" -c "$scratch/nginx/nginx.conf" "$@"; }
 write_nginx_conf "${replicas[@]}"
-nginx_ctl -g 'daemon off;' &
+"$nginx_bin" -p "$scratch/nginx" -c "$scratch/nginx/nginx.conf" -g 'daemon off;' &
 started_pids+=("$!")
 for _ in $(seq 1 50); do
   [ -s "$scratch/nginx/nginx.pid" ] && break
@@ -229,7 +229,7 @@ forwarded_ok() { # the replicas' mrtr_forwarded_retries_total{result="ok"}, summ
   echo "$total"
 }
 flows() { # ARGS...: flows.py run against the tickets route through the balancer
-  python3 "$IMAGE_TESTS/flows.py" run --url "$front/mcp/tickets" --host "$host" --token "$jwt" \
+  exec python3 "$IMAGE_TESTS/flows.py" run --url "$front/mcp/tickets" --host "$host" --token "$jwt" \
     --tool test_input_required_result_multi_round "$@"
 }
 before="$(forwarded_ok "${replicas[@]}")"

@@ -63,6 +63,8 @@ scratch="$(mktemp -d)"
 cleanup() {
   local pid c n
   for pid in "${started_pids[@]}"; do
+    # A function run in the background is a subshell: stop what it started too.
+    pkill -TERM -P "$pid" 2>/dev/null || true
     kill "$pid" 2>/dev/null || true
   done
   for c in "${started_containers[@]}"; do

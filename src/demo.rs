@@ -56,7 +56,7 @@ pub async fn run_stdio() -> Result<(), DemoError> {
         tokio::io::stdin(),
         tokio::io::stdout(),
     )
-    .with_max_line_length(crate::backend::STDIO_MAX_LINE_BYTES);
+    .with_max_line_length(crate::config::STDIO_MAX_LINE_BYTES);
     let running = DemoServer::new()
         .serve(transport)
         .await

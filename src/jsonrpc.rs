@@ -5,6 +5,8 @@
 //! they came. A peer's successful answer is decoded with its `result` kept as raw JSON
 //! ([`decode`]): the gateway forwards it with only its top-level members split.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
@@ -236,10 +238,19 @@ pub fn notification(method: &str, params: Option<Value>) -> Value {
     Value::Object(obj)
 }
 
+/// A result's top-level members, each kept as the backend wrote it: stamping adds and replaces
+/// members without building a tree of the rest (`content`, `structuredContent`, `contents`).
+/// Sorted by name, as a `serde_json::Value` object is.
+pub type RawObject = BTreeMap<String, Box<RawValue>>;
+
+/// A value as raw JSON.
+pub fn raw(value: &Value) -> Box<RawValue> {
+    // A `Value` always serializes; `null` stands in for the impossible failure.
+    serde_json::value::to_raw_value(value).unwrap_or_default()
+}
+
 /// A success response serialized with its result as given: a [`RawObject`] is written member
 /// by member, without becoming a `Value` first.
-///
-/// [`RawObject`]: crate::front::translate::RawObject
 #[derive(Serialize)]
 pub struct ResultMessage<'a, R: Serialize> {
     jsonrpc: &'static str,

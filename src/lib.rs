@@ -50,7 +50,8 @@ pub mod state {
 pub mod internals {
     pub use crate::front::body::check_media_types;
     pub use crate::front::request::{decode_header_value, parse};
-    pub use crate::front::translate::{raw as raw_json, stamp_result};
+    pub use crate::front::translate::stamp_result;
+    pub use crate::jsonrpc::raw as raw_json;
     pub use crate::mrtr::held::HeldTable;
     pub use crate::mrtr::inputs::{gate, validate_answer, Gate, InputKind, PendingInput};
     pub use crate::mrtr::state::{now_ms, params_digest, random_id};

@@ -26,10 +26,6 @@ use crate::sync::LockRecovered;
 
 pub use crate::error::BackendError;
 
-/// The longest line the gateway reads from a stdio backend's stdout, and the longest the demo
-/// backend reads from its stdin.
-pub const STDIO_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
-
 impl From<crate::jsonrpc::Incoming> for TransportEvent {
     fn from(message: crate::jsonrpc::Incoming) -> Self {
         match message {

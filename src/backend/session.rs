@@ -342,7 +342,7 @@ impl SessionCore {
         };
         match message {
             Message::Response { id, outcome } => {
-                let outcome = outcome.map(|result| crate::front::translate::raw(&result));
+                let outcome = outcome.map(|result| crate::jsonrpc::raw(&result));
                 self.answered(id, outcome).await;
             }
             Message::Request { id, method, params } => {

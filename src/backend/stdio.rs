@@ -74,7 +74,7 @@ impl StdioTransport {
 
         let backend = spec.name.clone();
         tasks.spawn(async move {
-            let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(super::STDIO_MAX_LINE_BYTES));
+            let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(crate::config::STDIO_MAX_LINE_BYTES));
             let reason = loop {
                 match lines.next().await {
                     Some(Ok(line)) => {

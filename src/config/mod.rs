@@ -23,6 +23,10 @@ use serde::Deserialize;
 pub use auth::{AuthConfig, BearerToken, JwtConfig, ANONYMOUS, JWT_ALGORITHMS, MAX_LEEWAY};
 pub use keys::{decode_keys, KeyError};
 
+/// The longest line the gateway reads from a stdio backend's stdout (the default of a stdio
+/// backend's `max_message_bytes`), and the longest the demo backend reads from its stdin.
+pub const STDIO_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
@@ -468,7 +472,7 @@ impl Config {
                 init_timeout: defaults::init_timeout(),
                 roots_settle: defaults::roots_settle(),
                 // The demo reads lines as long as the gateway writes.
-                max_message_bytes: Some(crate::backend::STDIO_MAX_LINE_BYTES),
+                max_message_bytes: Some(STDIO_MAX_LINE_BYTES),
             },
         );
         Self {

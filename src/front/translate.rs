@@ -2,19 +2,13 @@
 //! revision requires, and the capabilities `server/discover` reports. (Params on their way to a
 //! 2025-11-25 backend are the bridge's: `mrtr::setup`.)
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use crate::config::RouteConfig;
+use crate::jsonrpc::{raw, RawObject};
 use crate::protocol::{Method, META_SERVER_INFO, SUPPORTED_VERSIONS};
-
-/// A result's top-level members, each kept as the backend wrote it: stamping adds and replaces
-/// members without building a tree of the rest (`content`, `structuredContent`, `contents`).
-/// Sorted by name, as a `serde_json::Value` object is.
-pub type RawObject = BTreeMap<String, Box<RawValue>>;
 
 /// Adds what 2026-07-28 requires of every complete result: `resultType`, the server's identity
 /// in `_meta`, cache hints where required; and removes 2025-only tool fields. Only `_meta`
@@ -146,12 +140,6 @@ pub fn discover_result(init: &Value, route: &RouteConfig) -> RawObject {
         init.get("serverInfo"),
         false,
     )
-}
-
-/// A value as raw JSON.
-pub fn raw(value: &Value) -> Box<RawValue> {
-    // A `Value` always serializes; `null` stands in for the impossible failure.
-    serde_json::value::to_raw_value(value).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -131,7 +131,7 @@ impl Backend {
     }
 
     fn answer(&self) {
-        self.push(CallEvent::Final(Ok(crate::front::translate::raw(
+        self.push(CallEvent::Final(Ok(crate::jsonrpc::raw(
             &json!({ "content": [] }),
         ))));
     }

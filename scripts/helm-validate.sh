@@ -20,8 +20,9 @@
 #        scripts/helm-validate.sh --update   rewrite helm/examples/*.yaml from the chart, then check
 #        scripts/helm-validate.sh --render NAME FILE
 #                                            render the chart with helm/examples/values/NAME.yaml
-#                                            ("default": values.yaml alone) into FILE, check nothing
-#                                            (the container fleet test runs that configuration)
+#                                            ("default": values.yaml alone) into FILE, after the
+#                                            values' schema checks, whose failures it does not
+#                                            count (the container fleet test runs the rendering)
 #
 # Helm's engine: the `helm` command when it is on PATH, otherwise the PyPI package
 # helm-python-sdk (Helm's Go SDK as a library). Python packages go into a virtual environment in

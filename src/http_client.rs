@@ -37,7 +37,17 @@ static TRUST_ROOTS: LazyLock<Arc<rustls::RootCertStore>> = LazyLock::new(|| {
         tracing::warn!(%error, "a certificate of the system's trust store could not be read");
     }
     let (added, ignored) = roots.add_parsable_certificates(native.certs);
-    tracing::debug!(added, ignored, "system trust store loaded");
+    let chosen = ["SSL_CERT_FILE", "SSL_CERT_DIR"].map(|name| std::env::var_os(name).is_some());
+    if added == 0 && chosen.contains(&true) {
+        // The operator named a trust store and none of it was taken: say so now rather than
+        // let each TLS handshake to a private CA fail later.
+        tracing::warn!(
+            ignored,
+            "SSL_CERT_FILE / SSL_CERT_DIR gave no usable certificate"
+        );
+    } else {
+        tracing::debug!(added, ignored, "system trust store loaded");
+    }
     Arc::new(roots)
 });
 

@@ -25,7 +25,7 @@ mcp_post() { # URL METHOD MCP-NAME BODY [CURL-ARGS...] -> "HTTP_CODE BODY" (MCP-
   local headers=(-H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
                  -H 'MCP-Protocol-Version: 2026-07-28' -H "Mcp-Method: $method")
   [ -n "$name" ] && headers+=(-H "Mcp-Name: $name")
-  out="$(mktemp)"
+  out="$(mktemp "${scratch:-${TMPDIR:-/tmp}}/mcp-body.XXXXXX")"
   code="$(curl -sS --max-time 60 -o "$out" -w '%{http_code}' "${headers[@]}" "$@" "$url" -d "$body" || true)"
   echo "$code $(cat "$out")"
   rm -f "$out"

@@ -7,19 +7,21 @@
 #     ConfigMap; only addresses are substituted (the tickets backend's URL and the JWKS URL point
 #     at containers of the test), so a chart change that breaks the fleet fails here;
 #   - the image is the project's with Node and the npm servers the production example names
-#     (node-backends.Containerfile); the pod's environment (POD_IP, the token Secrets), mounts
-#     (config, key ring, /srv/data, a tmpfs /tmp) and securityContext (read-only root, uid
-#     10001, no capabilities) are the rendered Deployment's; POD_IP is the container's name,
-#     so replicas advertise, and forward to each other, by name;
+#     (node-backends.Containerfile); each replica is started with what the rendered Deployment
+#     gives its pod: the environment (POD_IP, the token Secrets), the mounts (config, key ring,
+#     /srv/data, a tmpfs /tmp) and the securityContext (read-only root, uid 10001, no
+#     capabilities); POD_IP is the container's name, so replicas advertise, and forward to each
+#     other, by name;
 #   - the peers sit on one container network the test makes: a 2025-11-25 HTTP server for the
 #     tickets route and the token issuer's JWKS, both over TLS with a test CA the gateways trust
-#     through SSL_CERT_FILE. Every name resolves from /etc/hosts to an address on that network;
-#     the network has no DNS server, so nothing is looked up or sent anywhere else;
+#     through SSL_CERT_FILE. Every name resolves from /etc/hosts to an address on that network,
+#     and each container's resolver is its own loopback, so no name is looked up elsewhere and
+#     nothing is sent off the network;
 #   - nginx on the host balances over the replicas' published loopback ports, round robin.
 #
 # Checked: both routes answer with their credentials; multi-round flows complete whichever
 # replica each retry lands on (the retries are forwarded to their owners); a retry whose owner
-# was killed gets the owner-gone error within 3 s; a replica restarted with SIGTERM while flows
+# was killed gets the owner-gone error within fleet.peer_timeout (3 s in the production values); a replica restarted with SIGTERM while flows
 # run (taken out of the balancer first, as a Service does on termination) loses no flow, exits 0
 # within its drain, and its successor rejoins.
 #
@@ -56,7 +58,7 @@ echo "built $node_image"
 HELM_VALIDATE_VENV="${HELM_VALIDATE_VENV:-$REPO/target/helm-venv}" \
   bash "$REPO/scripts/helm-validate.sh" --render production "$scratch/rendered.yaml" | tail -n 1
 
-prefix=mrtr-fleet
+prefix="mrtr-fleet-$$"
 tickets="$prefix-tickets"
 login="$prefix-login"
 replicas=("$prefix-1" "$prefix-2" "$prefix-3")
@@ -84,9 +86,15 @@ sub(r'jwks_url = "https://login\.example\.com/\.well-known/jwks\.json"',
     f'jwks_url = "https://{login}:8443/.well-known/jwks.json"')
 print(text, end="")
 PY
-grep -q '^advertise = "${POD_IP}:8080"$' "$scratch/config/config.toml"
-allowed_peers="$(sed -n 's/^allowed_peers = \["\(.*\)"\]$/\1/p' "$scratch/config/config.toml")"
-echo "the chart's configuration: $(grep -c '' "$scratch/config/config.toml") lines, fleet.allowed_peers $allowed_peers"
+read -r advertise allowed_peers drain_timeout peer_timeout < <(python3 - "$scratch/config/config.toml" <<'PY'
+import sys, tomllib
+config = tomllib.load(open(sys.argv[1], "rb"))
+print(config["fleet"]["advertise"], ",".join(config["fleet"].get("allowed_peers", [])) or "none",
+      config["server"]["drain_timeout"].rstrip("s"), config["fleet"].get("peer_timeout", "2s").rstrip("s"))
+PY
+)
+if [ "$advertise" = '${POD_IP}:8080' ]; then pass "the chart's configuration advertises \${POD_IP}:8080"; else
+  fail "the chart's configuration advertises $advertise, not \${POD_IP}:8080"; fi
 
 # ---- credentials: key ring, client tokens, TLS for the peers ----------------------------------
 "$ENGINE" run --rm "$IMAGE" keygen > "$scratch/keys/keys"
@@ -99,7 +107,7 @@ echo "hello from the data volume" > "$scratch/data/hello.txt"
 chmod -R a+rX "$scratch"
 
 # ---- the network: a fixed subnet inside allowed_peers, no DNS, names from /etc/hosts ----------
-network="$prefix-$$"
+network="$prefix"
 subnet=""
 for third in $(seq 200 230); do
   candidate="10.89.$third"
@@ -112,7 +120,7 @@ for third in $(seq 200 230); do
   fi
 done
 [ -n "$subnet" ] || { echo "no free 10.89.x.0/24 subnet for the test network" >&2; exit 1; }
-if python3 -c 'import ipaddress, sys; sys.exit(0 if ipaddress.ip_network(sys.argv[1] + ".0/24").subnet_of(ipaddress.ip_network(sys.argv[2])) else 1)' "$subnet" "$allowed_peers"; then
+if python3 -c 'import ipaddress, sys; sys.exit(0 if any(ipaddress.ip_network(sys.argv[1] + ".0/24").subnet_of(ipaddress.ip_network(c)) for c in sys.argv[2].split(",")) else 1)' "$subnet" "$allowed_peers" 2>/dev/null; then
   pass "the test network $subnet.0/24 lies inside the chart's fleet.allowed_peers ($allowed_peers)"
 else
   fail "the test network $subnet.0/24 is outside fleet.allowed_peers ($allowed_peers)"
@@ -124,12 +132,12 @@ declare -A address=(
 hosts=()
 for name in "${!address[@]}"; do hosts+=(--add-host "$name:${address[$name]}"); done
 on_network() { # NAME: where it sits and how it finds the others
-  echo --network "$network" --ip "${address[$1]}" --hostname "$1" "${hosts[@]}"
+  echo --network "$network" --ip "${address[$1]}" --hostname "$1" --dns 127.0.0.1 "${hosts[@]}"
 }
 
 # ---- the peers ---------------------------------------------------------------------------------
-peer_args=(--read-only --tmpfs /tmp --cap-drop ALL --security-opt no-new-privileges
-           -v "$scratch/pki:/run/test:ro" --entrypoint /usr/local/bin/node)
+peer_args=("${read_only[@]}" --tmpfs /tmp --cap-drop ALL --security-opt no-new-privileges
+           --no-healthcheck -v "$scratch/pki:/run/test:ro" --entrypoint /usr/local/bin/node)
 # shellcheck disable=SC2046
 run_container "$tickets" $(on_network "$tickets") "${peer_args[@]}" -e REQUIRE_BEARER="$tickets_token" \
   "$node_image" /usr/local/lib/mrtr-test/legacy-conformance-server.mjs \
@@ -144,7 +152,7 @@ run_container "$login" $(on_network "$login") "${peer_args[@]}" \
 start_replica() { # NAME
   # shellcheck disable=SC2046
   run_container "$1" $(on_network "$1") \
-    --read-only --tmpfs /tmp --user 10001:10001 --cap-drop ALL --security-opt no-new-privileges \
+    "${read_only[@]}" --tmpfs /tmp --user 10001:10001 --cap-drop ALL --security-opt no-new-privileges \
     -e POD_IP="$1" -e MCP_TOKEN_CI="$ci_token" -e TICKETS_MCP_TOKEN="$tickets_token" \
     -e RUST_LOG=info -e SSL_CERT_FILE=/run/test/ca.pem \
     -v "$scratch/config:/etc/mrtr-gateway:ro" -v "$scratch/keys:/var/run/secrets/mrtr-gateway:ro" \
@@ -195,13 +203,26 @@ write_nginx_conf() { # NAME...: the replicas in the pool
 }
 nginx_ctl() { "$nginx_bin" -p "$scratch/nginx" -c "$scratch/nginx/nginx.conf" "$@"; }
 write_nginx_conf "${replicas[@]}"
-"$nginx_bin" -p "$scratch/nginx" -c "$scratch/nginx/nginx.conf" -g 'daemon off;' &
-started_pids+=("$!")
+start_background "$nginx_bin" -p "$scratch/nginx" -c "$scratch/nginx/nginx.conf" -g 'daemon off;'
+front="http://127.0.0.1:$lb_port"
+reload_nginx() { # the pool written by write_nginx_conf, taken up
+  if ! nginx_ctl -s reload 2>"$scratch/nginx/reload.err"; then
+    fail "nginx reload: $(cat "$scratch/nginx/reload.err") $(tail -3 "$scratch/nginx/logs/error.log")"
+  fi
+}
+nginx_up=0
 for _ in $(seq 1 50); do
-  [ -s "$scratch/nginx/nginx.pid" ] && break
+  if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$front/" || true)" != 000 ]; then
+    nginx_up=1
+    break
+  fi
   sleep 0.1
 done
-front="http://127.0.0.1:$lb_port"
+if [ "$nginx_up" = 1 ]; then
+  pass "nginx balances over the three replicas on 127.0.0.1:$lb_port"
+else
+  fail "nginx did not start: $(tail -5 "$scratch/nginx/logs/error.log" 2>/dev/null)"; finish; exit 1
+fi
 host=mcp.example.internal # one of the chart's server.allowed_hosts
 
 # ---- both routes through the balancer ---------------------------------------------------------
@@ -248,21 +269,18 @@ staying=("${replicas[0]}" "${replicas[2]}")
 flows_began="$(date +%s.%N)"
 # Users take 2 s to answer each round, longer than the pause below: the leaving replica still
 # holds calls when SIGTERM arrives, and their retries reach it only through the other replicas.
-flows --workers 9 --seconds 18 --think-ms 2000 --out "$scratch/rolling.json" > "$scratch/rolling.out" &
-flows_pid=$!
-started_pids+=("$flows_pid")
+start_background flows --workers 9 --seconds 18 --think-ms 2000 --out "$scratch/rolling.json" > "$scratch/rolling.out"
+flows_pid=$BACKGROUND_PID
 sleep 5
 # As a Service does once the pod is terminating: no new traffic to it; then the preStop pause.
 write_nginx_conf "${staying[@]}"
-nginx_ctl -s reload 2>/dev/null
-sleep 1
+reload_nginx
+sleep 1 # (the chart's preStop sleeps 5 s; any pause works once the balancer has let go)
 sigterm_at="$(date +%s.%N)"
-"$ENGINE" logs "$leaving" > "$scratch/leaving-before.log" 2>&1
 "$ENGINE" kill --signal TERM "$leaving" >/dev/null
-status="$(exit_code_after "$leaving")"
+status="$(exit_code_after "$leaving" $((drain_timeout + 30)))"
 drained_in="$(python3 -c "import time; print(round(time.time() - $sigterm_at, 1))")"
 "$ENGINE" logs "$leaving" > "$scratch/leaving.log" 2>&1
-drain_timeout="$(sed -n 's/^drain_timeout = "\([0-9]*\)s"$/\1/p' "$scratch/config/config.toml")"
 if [ "$status" = 0 ]; then pass "the replica stopped by SIGTERM exits 0 (after ${drained_in} s)"; else
   fail "the replica stopped by SIGTERM: exit code ${status:-unknown}"; tail -20 "$scratch/leaving.log"; fi
 if python3 -c "import sys; sys.exit(0 if $drained_in <= ${drain_timeout:-0} else 1)"; then
@@ -275,8 +293,8 @@ start_replica "$leaving"
 if await_replica "$leaving"; then pass "its successor starts under the same name and turns ready"; else
   fail "its successor did not turn ready"; fi
 write_nginx_conf "${replicas[@]}"
-nginx_ctl -s reload 2>/dev/null
-wait "$flows_pid" || true
+reload_nginx
+wait_background "$flows_pid"
 offset="$(python3 -c "print($sigterm_at - $flows_began)")"
 python3 - "$scratch/rolling.json" "$offset" > "$scratch/rolling.verdict" <<'PY' || true
 import json, sys
@@ -312,16 +330,19 @@ else
   fail "the leaving replica held ${held_at_sigterm:-no} calls at SIGTERM, or abandoned some: $(grep -E 'draining|drain timeout' "$scratch/leaving.log")"
 fi
 
-# ---- the owner killed: its retries get the owner-gone error, fast ------------------------------
+# ---- the owner killed: its retries get the owner-gone error within peer_timeout ----------------
+# Once the killed container's network is gone its address answers nothing, so the replica that
+# forwards the retry gives up after fleet.peer_timeout (3 s in the production values); half a
+# second on top is for the two hops and the machine.
 victim="${replicas[2]}"
 survivor="${replicas[0]}"
 gone="$(python3 "$IMAGE_TESTS/flows.py" owner-gone \
   --start "http://127.0.0.1:${mcp_port[$victim]}/mcp/tickets" \
   --retry "http://127.0.0.1:${mcp_port[$survivor]}/mcp/tickets" \
   --host "$host" --token "$jwt" --tool test_input_required_result_multi_round \
-  -- "$ENGINE" kill --signal KILL "$victim" 2>&1)" || true
-json_check "a retry whose owner was killed gets 503 owner_unavailable within 3 s: $gone" \
-  'code == 503 and r["reason"] == "owner_unavailable" and r["seconds"] <= 3.0' \
+  -- bash -c "$ENGINE kill --signal KILL $victim >/dev/null && timeout 30 $ENGINE wait $victim" 2>&1)" || true
+json_check "a retry whose owner was killed gets 503 owner_unavailable within peer_timeout (${peer_timeout} s): $gone" \
+  'code == 503 and r["reason"] == "owner_unavailable" and r["seconds"] <= '"$peer_timeout"' + 0.5' \
   "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["status"])' "$gone" 2>/dev/null || echo 0) $gone"
 
 finish

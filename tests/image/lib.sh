@@ -29,13 +29,20 @@ engine_setup() {
     ENGINE=docker
   else
     ENGINE=podman
+    command -v iptables >/dev/null || [ -x /usr/sbin/iptables ] || apt_install iptables
     local prepare="$REPO/../shared/container/prepare-engine.sh"
     if [ -f "$prepare" ]; then
-      command -v iptables >/dev/null || [ -x /usr/sbin/iptables ] || apt_install iptables
       bash "$prepare"
+    elif ! command -v podman >/dev/null; then
+      # With a reachable image registry, podman pulls the base images itself.
+      apt_install podman runc netavark aardvark-dns
     fi
   fi
   command -v "$ENGINE" >/dev/null || { echo "no container engine (docker or podman)" >&2; exit 1; }
+  # podman's --read-only keeps /run, /var/tmp and /dev/shm writable unless told not to;
+  # Kubernetes' readOnlyRootFilesystem does not.
+  read_only=(--read-only)
+  if [ "$ENGINE" = podman ]; then read_only+=(--read-only-tmpfs=false); fi
   echo "engine: $("$ENGINE" --version)"
 }
 
@@ -63,9 +70,8 @@ scratch="$(mktemp -d)"
 cleanup() {
   local pid c n
   for pid in "${started_pids[@]}"; do
-    # A function run in the background is a subshell: stop what it started too.
-    pkill -TERM -P "$pid" 2>/dev/null || true
-    kill "$pid" 2>/dev/null || true
+    # Each was started by start_background as the leader of its own process group.
+    kill -TERM -- "-$pid" 2>/dev/null || true
   done
   for c in "${started_containers[@]}"; do
     "$ENGINE" rm -f "$c" >/dev/null 2>&1 || true
@@ -76,6 +82,25 @@ cleanup() {
   rm -rf "$scratch"
 }
 trap cleanup EXIT
+
+# Job control: each background job is a process group of its own, so that stopping it stops what
+# it started too (curl inside a function, nginx's workers).
+set -m
+start_background() { # COMMAND-OR-FUNCTION...: runs it as a background job, stopped at exit
+  # unless waited for with wait_background; sets BACKGROUND_PID
+  "$@" &
+  BACKGROUND_PID=$!
+  started_pids+=("$BACKGROUND_PID")
+}
+
+wait_background() { # PID: waits for it (its status is ignored) and forgets it
+  wait "$1" || true
+  local kept=() pid
+  for pid in "${started_pids[@]}"; do
+    [ "$pid" = "$1" ] || kept+=("$pid")
+  done
+  started_pids=("${kept[@]}")
+}
 
 run_container() { # NAME ENGINE-RUN-ARGS...: starts it detached, to be removed on exit
   local name="$1"
@@ -99,6 +124,7 @@ wait_http() { # URL [SECONDS]: until it answers 200
   return 1
 }
 
-exit_code_after() { # NAME: waits for the container to stop, prints its exit code
-  "$ENGINE" wait "$1" 2>/dev/null | tail -n 1
+exit_code_after() { # NAME SECONDS: waits that long at most for the container to stop, prints
+  # its exit code ("" when it did not stop)
+  timeout "$2" "$ENGINE" wait "$1" 2>&1 | tail -n 1 || true
 }

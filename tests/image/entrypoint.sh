@@ -51,36 +51,15 @@ for s in socks:
 ')
 
 # The chart's ConfigMap: config.toml out of the rendered default example.
-python3 - helm/examples/default.yaml > "$root/chart-config.toml" <<'PY'
-import sys
-lines = open(sys.argv[1]).read().split("\n")
-start = lines.index("  config.toml: |") + 1
-out = []
-for line in lines[start:]:
-    if line and not line.startswith("    "):
-        break
-    out.append(line[4:])
-print("\n".join(out).rstrip())
-PY
 keys_dir="$root/var/run/secrets/mrtr-gateway"
-python3 - "$root/chart-config.toml" "$port" "$admin_port" "$bin" "$keys_dir/keys" \
-    > "$root/etc/mrtr-gateway/config.toml" <<'PY'
-import re, sys
-text, port, admin, binary, keys = open(sys.argv[1]).read(), *sys.argv[2:]
-def sub(pattern, repl):
-    global text
-    new, n = re.subn(pattern, repl, text, flags=re.M)
-    if n != 1:
-        sys.exit(f"chart config: expected one match of {pattern!r}, found {n}")
-    text = new
-sub(r'^listen = "0\.0\.0\.0:8080"$', f'listen = "127.0.0.1:{port}"')
-sub(r'^admin_listen = "0\.0\.0\.0:9090"$', f'admin_listen = "127.0.0.1:{admin}"')
-sub(r'^drain_timeout = "[0-9]+s"$', 'drain_timeout = "3s"')
-sub(r'^command = "/usr/local/bin/mrtr-gateway"$', f'command = "{binary}"')
-sub(r'^keys_file = "/var/run/secrets/mrtr-gateway/keys"$', f'keys_file = "{keys}"')
-sub(r'^advertise = "\$\{POD_IP\}:8080"$', f'advertise = "${{POD_IP}}:{port}"')
-print(text)
-PY
+python3 tests/image/chart_config.py helm/examples/default.yaml \
+  '^listen = "0\.0\.0\.0:8080"$' "listen = \"127.0.0.1:$port\"" \
+  '^admin_listen = "0\.0\.0\.0:9090"$' "admin_listen = \"127.0.0.1:$admin_port\"" \
+  '^drain_timeout = "[0-9]+s"$' 'drain_timeout = "3s"' \
+  '^command = "/usr/local/bin/mrtr-gateway"$' "command = \"$bin\"" \
+  '^keys_file = "/var/run/secrets/mrtr-gateway/keys"$' "keys_file = \"$keys_dir/keys\"" \
+  '^advertise = "\$\{POD_IP\}:8080"$' "advertise = \"\${POD_IP}:$port\"" \
+  > "$root/etc/mrtr-gateway/config.toml"
 
 # The key ring as a Secret volume: keys -> ..data/keys, ..data -> a timestamped directory.
 key1="$("$bin" keygen)"

@@ -5,10 +5,12 @@
 //! `mrtr` (multi round-trip bridge: call setup, held calls, `requestState`) → `backend`
 //! (2025-11-25 client over stdio or Streamable HTTP). A 2025-11-25 client at the same endpoint
 //! takes `legacy` instead of `mrtr`: its session proxied to a backend session of its own. Below
-//! them, leaves any layer may use:
-//! [`config`] (the file format), `error` (the one mapping of failures onto JSON-RPC codes and
-//! HTTP statuses), `protocol` (the vocabulary of both revisions), `jsonrpc` (message shapes),
-//! `http_client`, `digest`, `metrics` and [`telemetry`]. [`demo`] is the built-in demo
+//! them: `fleet` (forwarding to the replica that holds a call or session), used by both eras;
+//! `auth`; [`config`] (the file format); and the leaves any layer may use: `error` (the one
+//! mapping of failures onto JSON-RPC codes and HTTP statuses), `protocol` (the vocabulary of both
+//! revisions), `jsonrpc` (message shapes), `http_serve` (bodies, responses and SSE as both eras
+//! serve them), `http_client`, `digest`, `sync`, `metrics` and [`telemetry`]. Imports run down
+//! only: front > legacy > mrtr > backend > config > leaves. [`demo`] is the built-in demo
 //! legacy server.
 //!
 //! The public surface is what the binary and the integration tests use; what the fuzz targets
@@ -25,8 +27,10 @@ pub(crate) mod auth;
 pub(crate) mod backend;
 pub(crate) mod digest;
 pub(crate) mod error;
+pub(crate) mod fleet;
 pub(crate) mod front;
 pub(crate) mod http_client;
+pub(crate) mod http_serve;
 pub(crate) mod jsonrpc;
 pub(crate) mod legacy;
 pub(crate) mod metrics;
@@ -48,9 +52,10 @@ pub mod state {
 /// feature `internal-benches`) exercise inside the crate. Not an API.
 #[cfg(any(fuzzing, feature = "internal-benches"))]
 pub mod internals {
-    pub use crate::front::body::check_media_types;
-    pub use crate::front::request::{decode_header_value, parse};
+    pub use crate::front::request::parse;
     pub use crate::front::translate::stamp_result;
+    pub use crate::http_serve::check_media_types;
+    pub use crate::http_serve::decode_header_value;
     pub use crate::jsonrpc::raw as raw_json;
     pub use crate::mrtr::held::HeldTable;
     pub use crate::mrtr::inputs::{gate, validate_answer, Gate, InputKind, PendingInput};

@@ -2,6 +2,8 @@
 //! `io.modelcontextprotocol/*` `_meta` keys, log levels, and the client methods the front knows
 //! with what each of them may do. Nothing here depends on another module of the crate.
 
+use serde::Deserialize;
+
 /// Revisions the front speaks.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28"];
 
@@ -162,6 +164,27 @@ impl Method {
             }
             Method::CompletionComplete => Some("completions"),
             _ => None,
+        }
+    }
+}
+
+/// A protocol era an endpoint serves (the revision that defines it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Era {
+    /// Stateless requests with per-request `_meta`; server questions become MRTR rounds.
+    #[serde(rename = "2026-07-28")]
+    Modern,
+    /// `initialize` and a session per client, proxied to a dedicated backend session.
+    #[serde(rename = "2025-11-25")]
+    Legacy,
+}
+
+impl Era {
+    /// The metric label: the revision's date.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Modern => "2026-07-28",
+            Self::Legacy => "2025-11-25",
         }
     }
 }

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+pub use crate::protocol::Era;
 pub use auth::{AuthConfig, BearerToken, JwtConfig, ANONYMOUS, JWT_ALGORITHMS, MAX_LEEWAY};
 pub use keys::{decode_keys, KeyError};
 
@@ -64,27 +65,6 @@ pub struct Config {
     /// 2025-11-25 clients served as sessions at the same endpoints.
     #[serde(default)]
     pub legacy: LegacyConfig,
-}
-
-/// A protocol era an endpoint serves (the revision that defines it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum Era {
-    /// Stateless requests with per-request `_meta`; server questions become MRTR rounds.
-    #[serde(rename = "2026-07-28")]
-    Modern,
-    /// `initialize` and a session per client, proxied to a dedicated backend session.
-    #[serde(rename = "2025-11-25")]
-    Legacy,
-}
-
-impl Era {
-    /// The metric label: the revision's date.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Modern => "2026-07-28",
-            Self::Legacy => "2025-11-25",
-        }
-    }
 }
 
 /// `[legacy]`: limits and lifetime of the sessions 2025-11-25 clients open.

@@ -15,9 +15,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::reply::{full, Body};
 use super::Gateway;
 use crate::backend::pool::Pool;
+use crate::http_serve::{full, Body};
 
 fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
     let mut response = Response::new(full(body));

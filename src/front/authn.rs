@@ -10,10 +10,10 @@ use http::header::WWW_AUTHENTICATE;
 use http::{HeaderValue, Request, Response};
 use tower_http::auth::AsyncAuthorizeRequest;
 
-use super::reply::{error_response, Body};
 use super::route::Route;
 use crate::auth::AuthError;
 use crate::error::GatewayError;
+use crate::http_serve::{error_response, Body};
 
 /// Who the request is from: a token's digest, a JWT subject, or `anonymous`.
 #[derive(Debug, Clone)]

@@ -16,13 +16,14 @@ use tower::Service;
 
 use super::authn::Principal;
 use super::listen::Listens;
-use super::reply::{
-    answer_early, error_outcome, error_response, json_response, labeled, Body, Reply,
-};
+use super::reply::Reply;
 use super::request::{Field, McpRequest};
 use super::route::Route;
 use super::translate;
 use crate::error::{GatewayError, StateRejection};
+use crate::http_serve::{
+    answer_early, error_outcome, error_response, json_response, labeled, Body,
+};
 use crate::jsonrpc;
 use crate::mrtr::setup::{CallRequest, Continuation};
 use crate::mrtr::Bridge;
@@ -34,7 +35,7 @@ pub struct Dispatch {
     pub bridge: Arc<Bridge>,
     pub listens: Arc<Listens>,
     /// 2025-11-25 sessions, when the route serves that era.
-    pub legacy: Option<Arc<crate::legacy::LegacySessions>>,
+    pub door: Option<Arc<crate::legacy::serve::Door>>,
     /// Between SSE keep-alive comments.
     pub keep_alive: Duration,
     /// A forwarded call with no answer after this long is answered as SSE (`server.stream_after`).
@@ -134,15 +135,8 @@ impl Dispatch {
                     .await
             }
             // A 2025-11-25 client: its own session, where the route serves that era.
-            Method::Initialize => match &self.legacy {
-                Some(sessions) => Ok(crate::legacy::serve::initialize(
-                    sessions,
-                    route,
-                    &principal,
-                    request.id,
-                    &request.body,
-                )
-                .await),
+            Method::Initialize => match &self.door {
+                Some(door) => Ok(door.initialize(&principal, request.id, &request.body).await),
                 None => Err(GatewayError::initialize_refused()),
             },
             _ if !route.config.serves_modern() => Err(GatewayError::InvalidRequest(

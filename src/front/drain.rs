@@ -7,9 +7,9 @@ use http::{Request, Response};
 use tokio_util::sync::CancellationToken;
 use tower_http::validate_request::ValidateRequest;
 
-use super::reply::{error_response, Body};
 use super::request::McpRequest;
 use crate::error::GatewayError;
+use crate::http_serve::{error_response, Body};
 
 /// Cancelled when the drain starts. Behind an `Arc`: the stack is cloned per request, and a
 /// token's clone takes a lock.

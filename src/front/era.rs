@@ -20,8 +20,8 @@ use hyper::body::Incoming;
 use tower::{Layer, Service};
 
 use super::authn::Principal;
-use super::reply::{error_response, Body};
 use crate::error::GatewayError;
+use crate::http_serve::{error_response, Body};
 use crate::legacy::serve::Door;
 use crate::protocol::{PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER, SUPPORTED_VERSIONS};
 

@@ -22,11 +22,11 @@ use serde_json::{json, Map, Value};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::reply::{sse_frame, sse_response, Body, KEEP_ALIVE};
 use super::route::Route;
 use crate::backend::changes::Change;
 use crate::backend::listen::ListenGuard;
 use crate::error::{GatewayError, HeldError};
+use crate::http_serve::{sse_frame, sse_response, Body, KEEP_ALIVE};
 use crate::jsonrpc;
 use crate::mrtr::quota::{Place, Quota};
 use crate::protocol::Method;

@@ -10,21 +10,22 @@
 //!    2025-11-25 session);
 //! 4. [`authn`]: the bearer token becomes a [`Principal`](authn::Principal) (or 401);
 //! 5. [`era`]: a request naming a 2025-11-25 session leaves for it ([`crate::legacy`]);
-//! 6. [`body`]: media types, then the body read within its limit and timeout;
+//! 6. [`crate::http_serve::body`]: media types, then the body read within its limit and timeout;
 //! 7. [`request`]: JSON-RPC, `_meta` and headers parsed once into an
 //!    [`McpRequest`](request::McpRequest) (notifications end here with 202);
 //! 8. [`drain`]: while stopping, only retries of held calls pass;
-//! 9. [`owner`]: with `[fleet]`, a retry whose call another replica holds is forwarded there;
+//! 9. [`owner`]: with `[fleet]`, a retry whose call another replica holds is forwarded there
+//!    ([`crate::fleet`]);
 //! 10. [`dispatch`]: the request applied; forwarded methods go to the bridge, a 2025-11-25
 //!     `initialize` starts a session.
 //!
 //! Each layer either passes the request on or answers it; every answer is written with
-//! [`reply`]'s pieces (a forwarded retry's answer is the owner's, relayed).
+//! [`crate::http_serve`]'s pieces, a call's with [`reply`] (a forwarded retry's answer is the
+//! owner's, relayed).
 //! [`server`] owns the listeners and start/stop, [`route`] the routes, [`admin`] the ops surface.
 
 pub mod admin;
 pub mod authn;
-pub mod body;
 pub mod connections;
 pub mod dispatch;
 pub mod drain;
@@ -38,8 +39,6 @@ pub mod reply;
 pub mod request;
 pub mod route;
 pub mod server;
-#[cfg(test)]
-mod testing;
 pub mod translate;
 
 use std::collections::HashMap;
@@ -100,7 +99,7 @@ impl RouteService {
 struct Shared<'a> {
     server: &'a ServerConfig,
     bridge: &'a Arc<Bridge>,
-    fleet: &'a Option<Arc<owner::Fleet>>,
+    fleet: &'a Option<Arc<crate::fleet::Fleet>>,
     listens: &'a Arc<listen::Listens>,
     legacy: &'a Arc<LegacySessions>,
     drain: &'a CancellationToken,
@@ -118,7 +117,7 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
         drain,
         calls_end,
     } = *shared;
-    let read_body = body::ReadBodyLayer {
+    let read_body = crate::http_serve::ReadBodyLayer {
         max_bytes: server.max_body_bytes,
         timeout: server.body_read_timeout,
         metrics: route.metrics.clone(),
@@ -127,7 +126,10 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
     let door = legacy.as_ref().map(|sessions| {
         Arc::new(crate::legacy::serve::Door {
             sessions: sessions.clone(),
-            route: route.clone(),
+            endpoint: crate::legacy::serve::Endpoint {
+                path: route.config.path.clone(),
+                pool: route.pool.clone(),
+            },
             fleet: fleet.clone(),
             limits: read_body.clone(),
         })
@@ -142,7 +144,7 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
             &route.config.path,
             route.metrics.clone(),
         ))
-        .layer(CatchPanicLayer::custom(reply::panicked))
+        .layer(CatchPanicLayer::custom(crate::http_serve::panicked))
         .layer(ValidateRequestHeaderLayer::custom(origin::CheckOrigin(
             origin_policy,
         )))
@@ -152,8 +154,10 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
         .layer(AsyncRequireAuthorizationLayer::new(authn::Authenticate {
             route: route.clone(),
         }))
-        .layer(era::SessionsLayer { door })
-        .layer(ValidateRequestHeaderLayer::custom(body::MediaTypes))
+        .layer(era::SessionsLayer { door: door.clone() })
+        .layer(ValidateRequestHeaderLayer::custom(
+            crate::http_serve::MediaTypes,
+        ))
         .layer(read_body)
         .layer(request::ParseLayer)
         .layer(ValidateRequestHeaderLayer::custom(drain::Drain(Arc::new(
@@ -167,7 +171,7 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
             route: route.clone(),
             bridge: bridge.clone(),
             listens: listens.clone(),
-            legacy,
+            door,
             keep_alive: server.sse_keep_alive,
             stream_after: server.stream_after,
             calls_end: calls_end.clone(),
@@ -180,7 +184,7 @@ pub struct Gateway {
     pools: Vec<Arc<Pool>>,
     bridge: Arc<Bridge>,
     /// With `[fleet]`: the other replicas, reached for retries of calls they hold.
-    fleet: Option<Arc<owner::Fleet>>,
+    fleet: Option<Arc<crate::fleet::Fleet>>,
     /// Open `subscriptions/listen` streams and their limits.
     listens: Arc<listen::Listens>,
     /// 2025-11-25 client sessions, on every route that serves that era.
@@ -245,7 +249,7 @@ impl Gateway {
         );
         let calls_end = Arc::new(shutdown.child_token());
         let fleet = match &config.fleet {
-            Some(fleet) => Some(Arc::new(owner::Fleet::new(
+            Some(fleet) => Some(Arc::new(crate::fleet::Fleet::new(
                 fleet,
                 config.server.sse_keep_alive,
                 metrics.clone(),
@@ -333,7 +337,7 @@ impl Gateway {
             }
         }
         let Some((_, stack)) = self.routes.get(path) else {
-            return reply::not_found().map(ServedBody::Own);
+            return crate::http_serve::not_found().map(ServedBody::Own);
         };
         stack.call(request).await.map(ServedBody::Route)
     }

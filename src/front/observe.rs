@@ -12,8 +12,8 @@ use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use tower::{Layer, Service};
 
-use super::reply::Labels;
 use crate::config::Era;
+use crate::http_serve::Labels;
 use crate::metrics::Metrics;
 use crate::protocol::Method;
 use prometheus::{Histogram, IntCounter};

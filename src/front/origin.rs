@@ -7,8 +7,8 @@ use http::header::{HOST, ORIGIN};
 use http::{HeaderMap, Method, Request, Response};
 use tower_http::validate_request::ValidateRequest;
 
-use super::reply::{error_response, Body};
 use crate::error::GatewayError;
+use crate::http_serve::{error_response, Body};
 
 /// Host and Origin allow-lists (DNS-rebinding protection).
 #[derive(Debug, Clone)]
@@ -137,7 +137,7 @@ impl<B> ValidateRequest<B> for PostOnly {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::front::testing::headers;
+    use crate::http_serve::testing::headers;
 
     impl OriginPolicy {
         fn check_headers(&self, headers: &HeaderMap) -> Result<(), GatewayError> {

@@ -7,8 +7,8 @@ use dashmap::DashMap;
 use http::HeaderMap;
 use serde_json::Value;
 
-use super::request::{decode_header_value, header_str};
 use crate::error::GatewayError;
+use crate::http_serve::{decode_header_value, header_str};
 
 /// One annotated argument: where it sits in `arguments` and which header mirrors it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,16 +8,15 @@
 use std::convert::Infallible;
 use std::task::{Context, Poll};
 
-use base64::Engine;
 use bytes::Bytes;
 use futures_util::future::{Either, Ready};
 use http::{HeaderMap, Request, Response, StatusCode};
 use serde_json::{Map, Value};
 use tower::{Layer, Service};
 
-use super::owner;
-use super::reply::{empty, error_response, Body};
 use crate::error::GatewayError;
+use crate::http_serve::{decode_header_value, header_str};
+use crate::http_serve::{empty, error_response, Body};
 use crate::jsonrpc::{Message, ShapeError};
 use crate::mrtr::call::RequestScope;
 use crate::protocol::{
@@ -94,40 +93,6 @@ fn reject(id: Option<&Value>, error: GatewayError) -> Rejection {
         id: id.cloned(),
         error,
     }
-}
-
-/// Decodes the `=?base64?...?=` sentinel form of a header value.
-pub fn decode_header_value(raw: &str) -> Result<String, String> {
-    match raw
-        .strip_prefix("=?base64?")
-        .and_then(|rest| rest.strip_suffix("?="))
-    {
-        Some(encoded) => {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(encoded)
-                .map_err(|e| format!("invalid Base64: {e}"))?;
-            String::from_utf8(bytes).map_err(|_| "Base64 value is not UTF-8".to_string())
-        }
-        None => Ok(raw.to_string()),
-    }
-}
-
-/// A request-metadata header's one value. The same header twice with different values is
-/// refused: a proxy that reads the other one would route the request differently.
-pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, GatewayError> {
-    let mut values = headers.get_all(name).iter();
-    let Some(first) = values.next() else {
-        return Ok(None);
-    };
-    if values.any(|other| other != first) {
-        return Err(GatewayError::HeaderMismatch(format!(
-            "{name} header given more than once with different values"
-        )));
-    }
-    first
-        .to_str()
-        .map(Some)
-        .map_err(|_| GatewayError::HeaderMismatch(format!("{name} header has invalid characters")))
 }
 
 /// Parses and validates the body of a POST whose headers passed the checks before it.
@@ -424,7 +389,7 @@ where
                 // headers, when it does.
                 // Only retries are forwarded: no header lookup for a first call.
                 let forwarded = request.request_state != Field::Absent
-                    && owner::forwarded_by(&parts.headers).is_some();
+                    && crate::fleet::forwarded_by(&parts.headers).is_some();
                 if forwarded && parts.headers.contains_key("traceparent") {
                     crate::telemetry::join_caller_trace(
                         &Map::new(),
@@ -442,20 +407,5 @@ where
             }
             Err(rejection) => answer(error_response(rejection.id, &rejection.error)),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64_sentinel_is_decoded() {
-        assert_eq!(decode_header_value("plain").unwrap(), "plain");
-        assert_eq!(
-            decode_header_value("=?base64?w6lsw6h2ZQ==?=").unwrap(),
-            "élève"
-        );
-        assert!(decode_header_value("=?base64?***?=").is_err());
     }
 }

@@ -7,11 +7,11 @@ use http::{HeaderMap, Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
 use super::param_headers::ToolHeaders;
-use super::reply::{error_response, json_response, Body};
 use crate::auth::Authenticator;
 use crate::backend::pool::Pool;
 use crate::config::RouteConfig;
 use crate::error::GatewayError;
+use crate::http_serve::{error_response, json_response, Body};
 use crate::metrics::Metrics;
 
 /// Where protected resource metadata is served: this prefix, then the route's path.

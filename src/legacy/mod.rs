@@ -32,7 +32,6 @@ use tokio_util::task::TaskTracker;
 use self::session::LegacySession;
 use crate::config::{LegacyConfig, ANONYMOUS};
 use crate::error::{GatewayError, HeldError};
-use crate::front::route::Route;
 use crate::metrics::Metrics;
 use crate::mrtr::quota::Quota;
 use crate::mrtr::state::{principal_digest, random_id};
@@ -162,7 +161,7 @@ impl LegacySessions {
     /// id when the backend accepted.
     pub async fn initialize(
         self: &Arc<Self>,
-        route: &Route,
+        endpoint: &serve::Endpoint,
         principal: &str,
         message: Value,
     ) -> Result<(Value, Option<String>), GatewayError> {
@@ -184,7 +183,7 @@ impl LegacySessions {
         let session = LegacySession::connect(
             key.clone(),
             self,
-            route.pool.spec(),
+            endpoint.pool.spec(),
             self.config.replay_events,
             place,
         )
@@ -207,14 +206,14 @@ impl LegacySessions {
             key: key.clone(),
             owner: self.bridge.instance().to_string(),
             owner_address: self.bridge.owner_address().map(str::to_string),
-            route: route.config.path.clone(),
+            route: endpoint.path.clone(),
             principal: principal_digest(principal),
         };
         let sealed = self
             .bridge
             .seal_session_id(&serde_json::to_vec(&id).unwrap_or_default());
         self.sessions.insert(key, session);
-        tracing::info!(route = %route.config.path, "legacy session started");
+        tracing::info!(route = %endpoint.path, "legacy session started");
         Ok((response, Some(sealed)))
     }
 

@@ -24,14 +24,14 @@ use serde_json::Value;
 use super::session::LegacySession;
 use super::streams::parse_event_id;
 use super::{EndReason, LegacySessions, Located};
+use crate::backend::pool::Pool;
 use crate::config::Era;
 use crate::error::GatewayError;
-use crate::front::body::{accepts, check_media_types, read, ReadBodyLayer};
-use crate::front::owner::{forwarded_by, Fleet};
-use crate::front::reply::{
+use crate::fleet::{forwarded_by, Fleet};
+use crate::http_serve::{accepts, check_media_types, read, ReadBodyLayer};
+use crate::http_serve::{
     empty, error_outcome, error_response, json_response, labeled_in, sse_response, Body,
 };
-use crate::front::route::Route;
 use crate::jsonrpc::Message;
 use crate::protocol::{Method, LEGACY_VERSIONS, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
@@ -46,51 +46,55 @@ fn refused(id: Option<Value>, error: &GatewayError, method: Method) -> Response<
     labeled(error_response(id, error), method, error_outcome(error))
 }
 
-/// Answers a client's `initialize` (the body as received): a session of its own, or the
-/// backend's refusal.
-pub async fn initialize(
-    sessions: &Arc<LegacySessions>,
-    route: &Route,
-    principal: &str,
-    id: Value,
-    body: &[u8],
-) -> Response<Body> {
-    let message: Value = match serde_json::from_slice(body) {
-        Ok(message) => message,
-        Err(e) => {
-            return refused(
-                Some(id),
-                &GatewayError::Parse(e.to_string()),
-                Method::Initialize,
-            )
-        }
-    };
-    match sessions.initialize(route, principal, message).await {
-        Ok((response, Some(session_id))) => {
-            let mut reply = json_response(StatusCode::OK, &response);
-            if let Ok(value) = HeaderValue::from_str(&session_id) {
-                reply.headers_mut().insert(SESSION_ID_HEADER, value);
-            }
-            labeled(reply, Method::Initialize, "ok")
-        }
-        Ok((response, None)) => labeled(
-            json_response(StatusCode::OK, &response),
-            Method::Initialize,
-            "error",
-        ),
-        Err(error) => refused(Some(id), &error, Method::Initialize),
-    }
+/// The MCP endpoint a session lives on: its path, and the backend its sessions connect to.
+pub struct Endpoint {
+    pub path: String,
+    pub pool: Arc<Pool>,
 }
 
 /// What a session's requests need besides the session.
 pub struct Door {
     pub sessions: Arc<LegacySessions>,
-    pub route: Arc<Route>,
+    pub endpoint: Endpoint,
     pub fleet: Option<Arc<Fleet>>,
     pub limits: ReadBodyLayer,
 }
 
 impl Door {
+    /// Answers a client's `initialize` (the body as received): a session of its own, or the
+    /// backend's refusal.
+    pub async fn initialize(&self, principal: &str, id: Value, body: &[u8]) -> Response<Body> {
+        let message: Value = match serde_json::from_slice(body) {
+            Ok(message) => message,
+            Err(e) => {
+                return refused(
+                    Some(id),
+                    &GatewayError::Parse(e.to_string()),
+                    Method::Initialize,
+                )
+            }
+        };
+        match self
+            .sessions
+            .initialize(&self.endpoint, principal, message)
+            .await
+        {
+            Ok((response, Some(session_id))) => {
+                let mut reply = json_response(StatusCode::OK, &response);
+                if let Ok(value) = HeaderValue::from_str(&session_id) {
+                    reply.headers_mut().insert(SESSION_ID_HEADER, value);
+                }
+                labeled(reply, Method::Initialize, "ok")
+            }
+            Ok((response, None)) => labeled(
+                json_response(StatusCode::OK, &response),
+                Method::Initialize,
+                "error",
+            ),
+            Err(error) => refused(Some(id), &error, Method::Initialize),
+        }
+    }
+
     /// Serves a request that names a session (`Mcp-Session-Id`).
     pub async fn serve(&self, request: Request<Incoming>, principal: &str) -> Response<Body> {
         let token = request
@@ -99,10 +103,7 @@ impl Door {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
-        match self
-            .sessions
-            .locate(&token, principal, &self.route.config.path)
-        {
+        match self.sessions.locate(&token, principal, &self.endpoint.path) {
             Located::Here(session) => self.apply(session, request).await,
             Located::Replica(owner) => match &self.fleet {
                 Some(fleet) if forwarded_by(request.headers()).is_none() => {
@@ -191,10 +192,10 @@ impl Door {
             .get("id")
             .filter(|id| crate::jsonrpc::is_valid_id(id))
             .cloned();
-        if let Some(limit) = self.route.pool.message_limit() {
+        if let Some(limit) = self.endpoint.pool.message_limit() {
             if body.len() > limit {
                 let error = GatewayError::TooLargeForBackend {
-                    backend: self.route.pool.backend_name().to_string(),
+                    backend: self.endpoint.pool.backend_name().to_string(),
                     limit,
                 };
                 return refused(readable_id, &error, Method::Other);

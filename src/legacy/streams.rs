@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::error::GatewayError;
-use crate::front::reply::{Body, KEEP_ALIVE};
+use crate::http_serve::{Body, KEEP_ALIVE};
 use crate::sync::LockRecovered;
 
 /// The standalone (GET) stream's number.

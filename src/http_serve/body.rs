@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, Limited};
 use tower::{Layer, Service};
 use tower_http::validate_request::ValidateRequest;
 
-use super::reply::{error_response, Body};
+use super::response::{error_response, Body};
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
 
@@ -183,7 +183,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::front::testing::headers;
+    use crate::http_serve::testing::headers;
 
     #[test]
     fn media_types_are_checked() {

@@ -1,4 +1,4 @@
-//! Test utilities of the front's unit tests.
+//! Test utilities of the HTTP unit tests of both eras.
 
 use http::{HeaderMap, HeaderValue};
 

@@ -1,0 +1,56 @@
+//! Request headers as both eras read them: one value per header (the same header twice with
+//! different values is refused), and the `=?base64?...?=` sentinel form of a value.
+
+use base64::Engine;
+use http::HeaderMap;
+
+use crate::error::GatewayError;
+
+/// Decodes the `=?base64?...?=` sentinel form of a header value.
+pub fn decode_header_value(raw: &str) -> Result<String, String> {
+    match raw
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    {
+        Some(encoded) => {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(encoded)
+                .map_err(|e| format!("invalid Base64: {e}"))?;
+            String::from_utf8(bytes).map_err(|_| "Base64 value is not UTF-8".to_string())
+        }
+        None => Ok(raw.to_string()),
+    }
+}
+
+/// A request-metadata header's one value. The same header twice with different values is
+/// refused: a proxy that reads the other one would route the request differently.
+pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, GatewayError> {
+    let mut values = headers.get_all(name).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.any(|other| other != first) {
+        return Err(GatewayError::HeaderMismatch(format!(
+            "{name} header given more than once with different values"
+        )));
+    }
+    first
+        .to_str()
+        .map(Some)
+        .map_err(|_| GatewayError::HeaderMismatch(format!("{name} header has invalid characters")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_sentinel_is_decoded() {
+        assert_eq!(decode_header_value("plain").unwrap(), "plain");
+        assert_eq!(
+            decode_header_value("=?base64?w6lsw6h2ZQ==?=").unwrap(),
+            "élève"
+        );
+        assert!(decode_header_value("=?base64?***?=").is_err());
+    }
+}

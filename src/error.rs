@@ -62,6 +62,10 @@ pub enum BackendError {
     /// The session cannot take this call now; another attempt can.
     #[error("{0}")]
     Busy(String),
+    /// The message as written is larger than the backend takes (`max_message_bytes`); it was
+    /// not sent.
+    #[error("message too large for backend {backend} (at most {limit} bytes)")]
+    TooLarge { backend: String, limit: usize },
 }
 
 /// Why no session could be lent.
@@ -167,12 +171,24 @@ pub enum GatewayError {
     Held(#[from] HeldError),
     /// The backend session failed under a call.
     #[error("{0}")]
-    Upstream(#[from] BackendError),
+    Upstream(BackendError),
     /// An error object a backend returned, already rewritten for 2026-07-28 clients.
     #[error("{}", .0.message)]
     Backend(JsonRpcError),
     #[error("Internal error: {0}")]
     Internal(String),
+}
+
+impl From<BackendError> for GatewayError {
+    fn from(error: BackendError) -> Self {
+        match error {
+            // The client's request, as the gateway would have written it, is the problem.
+            BackendError::TooLarge { backend, limit } => {
+                Self::TooLargeForBackend { backend, limit }
+            }
+            error => Self::Upstream(error),
+        }
+    }
 }
 
 impl GatewayError {

@@ -27,7 +27,7 @@ use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::{BackendError, BackendSpec, Outbox, TransportEvent};
+use super::{BackendError, BackendSpec, Encoded, Outbox, TransportEvent};
 use crate::http_client::{is_event_stream, HttpClient};
 use crate::sync::{LockRecovered, RwLockRecovered};
 
@@ -43,11 +43,6 @@ const DEFAULT_RETRY: Duration = Duration::from_millis(1000);
 const SHORT_POST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bound on a server-suggested `retry:` delay.
 const MAX_RETRY: Duration = Duration::from_secs(30);
-
-/// Serializes straight into a buffer (`Display` would go through the formatter).
-fn json_bytes(message: &Value) -> Bytes {
-    Bytes::from(serde_json::to_vec(message).unwrap_or_default())
-}
 
 struct Shared {
     backend: String,
@@ -72,7 +67,7 @@ pub struct HttpTransport {
 }
 
 enum Outgoing {
-    Message(Value),
+    Message(Encoded),
     OpenStandaloneStream,
 }
 
@@ -124,8 +119,8 @@ impl HttpTransport {
     /// A request is POSTed at once, in its own task, unless a one-way message is still queued
     /// (it must land first, e.g. `notifications/initialized`); everything else goes through
     /// the writer, in order.
-    pub fn send(&self, message: Value) -> Result<(), BackendError> {
-        if !is_request(&message) {
+    pub fn send(&self, message: Encoded) -> Result<(), BackendError> {
+        if message.request_id.is_none() {
             self.one_way_queued.fetch_add(1, Ordering::AcqRel);
             let queued = self.outbox.send(Outgoing::Message(message));
             if queued.is_err() {
@@ -196,10 +191,6 @@ impl Drop for HttpTransport {
     }
 }
 
-fn is_request(message: &Value) -> bool {
-    message.get("method").is_some() && message.get("id").is_some()
-}
-
 /// Owns the GET stream and the requests queued behind a one-way message. Messages that carry no
 /// request are posted in order, one after another, so `notifications/initialized` lands before
 /// the next request.
@@ -213,10 +204,10 @@ async fn write_loop(
         tokio::select! {
             item = outgoing.recv() => match item {
                 Some(Outgoing::Message(message)) => {
-                    if is_request(&message) {
+                    if message.request_id.is_some() {
                         tasks.spawn(post_request(shared.clone(), message));
                     } else {
-                        post_one_way(&shared, &message).await;
+                        post_one_way(&shared, message.bytes).await;
                         one_way_queued.fetch_sub(1, Ordering::AcqRel);
                     }
                 }
@@ -350,9 +341,9 @@ async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, String> {
 }
 
 /// Notifications and answers to server requests: expect 202, nothing to read.
-async fn post_one_way(shared: &Shared, message: &Value) {
+async fn post_one_way(shared: &Shared, message: Bytes) {
     let had_session = shared.session_id().is_some();
-    let request = match shared.request(Method::POST, json_bytes(message), None) {
+    let request = match shared.request(Method::POST, message, None) {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(backend = %shared.backend, error = %e, "cannot build POST");
@@ -368,12 +359,12 @@ async fn post_one_way(shared: &Shared, message: &Value) {
     }
 }
 
-async fn post_request(shared: Arc<Shared>, message: Value) {
-    let Some(id) = message.get("id").cloned() else {
+async fn post_request(shared: Arc<Shared>, message: Encoded) {
+    let Some(id) = message.request_id else {
         return;
     };
     let had_session = shared.session_id().is_some();
-    let request = match shared.request(Method::POST, json_bytes(&message), None) {
+    let request = match shared.request(Method::POST, message.bytes, None) {
         Ok(r) => r,
         Err(e) => return shared.fail_request(&id, e.to_string()).await,
     };

@@ -18,6 +18,7 @@ pub mod stdio;
 
 use std::sync::{Arc, Mutex};
 
+use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
@@ -78,10 +79,38 @@ impl BackendSpec {
     }
 }
 
-/// One connection to a backend: a child process or an HTTP session.
-pub enum Transport {
+/// One connection to a backend: a child process or an HTTP session, and the largest message
+/// it takes.
+pub struct Transport {
+    link: Link,
+    /// `max_message_bytes`, or the transport's default: checked on each message as written.
+    message_limit: Option<usize>,
+    backend: String,
+}
+
+enum Link {
     Stdio(Box<stdio::StdioTransport>),
     Http(http::HttpTransport),
+}
+
+/// A message as it goes on the wire: serialized once, where its size is known.
+pub struct Encoded {
+    /// The id of a request, whose response the transport reads; `None` for a notification or
+    /// an answer to a server request.
+    pub request_id: Option<Value>,
+    pub bytes: Bytes,
+}
+
+impl Encoded {
+    fn new(message: &Value) -> Self {
+        let request_id = message
+            .get("method")
+            .and_then(|_| message.get("id"))
+            .cloned();
+        // Serializing a `Value` cannot fail.
+        let bytes = Bytes::from(serde_json::to_vec(message).unwrap_or_default());
+        Self { request_id, bytes }
+    }
 }
 
 impl Transport {
@@ -89,35 +118,52 @@ impl Transport {
         spec: &BackendSpec,
         inbound: mpsc::Sender<TransportEvent>,
     ) -> Result<Self, BackendError> {
-        match spec.config.transport {
-            TransportKind::Stdio => Ok(Self::Stdio(Box::new(stdio::StdioTransport::spawn(
-                spec, inbound,
-            )?))),
-            TransportKind::Http => Ok(Self::Http(http::HttpTransport::new(spec, inbound)?)),
-        }
+        let link = match spec.config.transport {
+            TransportKind::Stdio => {
+                Link::Stdio(Box::new(stdio::StdioTransport::spawn(spec, inbound)?))
+            }
+            TransportKind::Http => Link::Http(http::HttpTransport::new(spec, inbound)?),
+        };
+        Ok(Self {
+            link,
+            message_limit: spec.config.message_limit(),
+            backend: spec.name.clone(),
+        })
     }
 
-    /// Queues one message for the backend; delivery failures come back as events.
+    /// Queues one message for the backend; delivery failures come back as events. A message
+    /// larger than the backend takes is refused here, never written: the gateway adds to what
+    /// the client sent (trace context, its own progress token), so the client's size says
+    /// nothing about it.
     pub fn send(&self, message: Value) -> Result<(), BackendError> {
-        match self {
-            Self::Stdio(t) => t.send(message),
-            Self::Http(t) => t.send(message),
+        let encoded = Encoded::new(&message);
+        if let Some(limit) = self.message_limit {
+            if encoded.bytes.len() > limit {
+                return Err(BackendError::TooLarge {
+                    backend: self.backend.clone(),
+                    limit,
+                });
+            }
+        }
+        match &self.link {
+            Link::Stdio(t) => t.send(encoded),
+            Link::Http(t) => t.send(encoded),
         }
     }
 
     /// Called once `initialize` succeeded: HTTP starts sending `MCP-Protocol-Version` and opens
     /// the standalone GET stream.
     pub fn initialized(&self, protocol_version: &str) {
-        if let Self::Http(t) = self {
+        if let Link::Http(t) = &self.link {
             t.initialized(protocol_version);
         }
     }
 
     /// Ends the connection politely: stdin EOF then signals for stdio, DELETE for HTTP.
     pub async fn shutdown(&self) {
-        match self {
-            Self::Stdio(t) => t.shutdown().await,
-            Self::Http(t) => t.shutdown().await,
+        match &self.link {
+            Link::Stdio(t) => t.shutdown().await,
+            Link::Http(t) => t.shutdown().await,
         }
     }
 }

@@ -8,22 +8,22 @@ use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures_util::StreamExt;
-use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
-use super::{BackendError, BackendSpec, Outbox, TransportEvent};
+use super::{BackendError, BackendSpec, Encoded, Outbox, TransportEvent};
 use crate::sync::LockRecovered;
 
 /// How long a child gets after stdin EOF, and again after SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_millis(1500);
 
 pub struct StdioTransport {
-    outbox: Outbox<Value>,
+    outbox: Outbox<Bytes>,
     child: Mutex<Option<Child>>,
     tasks: Mutex<JoinSet<()>>,
 }
@@ -60,12 +60,15 @@ impl StdioTransport {
         };
 
         let mut tasks = JoinSet::new();
-        let (outbox, mut outgoing) = mpsc::unbounded_channel::<Value>();
+        let (outbox, mut outgoing) = mpsc::unbounded_channel::<Bytes>();
         tasks.spawn(async move {
-            while let Some(message) = outgoing.recv().await {
-                let mut line = message.to_string();
-                line.push('\n');
-                if stdin.write_all(line.as_bytes()).await.is_err() || stdin.flush().await.is_err() {
+            while let Some(line) = outgoing.recv().await {
+                let written = async {
+                    stdin.write_all(&line).await?;
+                    stdin.write_all(b"\n").await?;
+                    stdin.flush().await
+                };
+                if written.await.is_err() {
                     break;
                 }
             }
@@ -125,8 +128,8 @@ impl StdioTransport {
         })
     }
 
-    pub fn send(&self, message: Value) -> Result<(), BackendError> {
-        self.outbox.send(message)
+    pub fn send(&self, message: Encoded) -> Result<(), BackendError> {
+        self.outbox.send(message.bytes)
     }
 
     /// stdin EOF, wait; SIGTERM, wait; then SIGKILL (the 2025-11-25 shutdown sequence).

@@ -58,25 +58,6 @@ impl Service<Request<McpRequest>> for Dispatch {
         let dispatch = self.clone();
         let (stream_after, keep_alive) = (self.stream_after, self.keep_alive);
         let method = request.body().method;
-        if method.is_forwarded() {
-            // The backend would drop it and leave the call waiting for `request_timeout`.
-            if let Some(limit) = self.route.pool.message_limit() {
-                if request.body().body.len() > limit {
-                    let error = GatewayError::TooLargeForBackend {
-                        backend: self.route.pool.backend_name().to_string(),
-                        limit,
-                    };
-                    let id = request.body().id.clone();
-                    return Box::pin(async move {
-                        Ok(labeled(
-                            error_response(Some(id), &error),
-                            method,
-                            "rejected",
-                        ))
-                    });
-                }
-            }
-        }
         let answer = async move {
             let (mut parts, request) = request.into_parts();
             let id = request.id.clone();

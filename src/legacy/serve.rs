@@ -192,15 +192,6 @@ impl Door {
             .get("id")
             .filter(|id| crate::jsonrpc::is_valid_id(id))
             .cloned();
-        if let Some(limit) = self.endpoint.pool.message_limit() {
-            if body.len() > limit {
-                let error = GatewayError::TooLargeForBackend {
-                    backend: self.endpoint.pool.backend_name().to_string(),
-                    limit,
-                };
-                return refused(readable_id, &error, Method::Other);
-            }
-        }
         let (id, method) = match Message::classify(message.clone()) {
             Err(e) => {
                 let error = GatewayError::InvalidRequest(e.to_string());

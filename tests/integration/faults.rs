@@ -4,11 +4,27 @@
 use std::time::{Duration, Instant};
 
 use mrtr_gateway::config::Config;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::support::gateway::{one_session, Backend, Harness, HttpBackend, TestConfig};
-use crate::support::modern_client::{answer_only_input, modern_request, post_raw};
+use crate::support::modern_client::{
+    answer_only_input, modern_request, post_raw, post_raw_with_headers, standard_headers,
+};
 use crate::support::rpc::{assert_rpc_error, elicitation_caps, no_caps, result_text, tool_call};
+
+/// Starts `ask_name`: the first request, and the round it gets.
+async fn ask_name_round(url: &str) -> (Value, Value) {
+    let first = modern_request(
+        1,
+        "tools/call",
+        json!({"name": "ask_name"}),
+        &elicitation_caps(),
+    );
+    let round = post_raw(url, &first).await;
+    let result = round.result().unwrap().clone();
+    assert_eq!(result["resultType"], "input_required");
+    (first, result)
+}
 
 /// One backend session, and a short wait for it.
 fn one_session_short_queue(config: &mut Config) {
@@ -198,15 +214,7 @@ async fn shutdown_serves_retries_of_held_calls_then_stops() {
         c.server.drain_timeout = Duration::from_secs(10);
     })
     .await;
-    let first = modern_request(
-        1,
-        "tools/call",
-        json!({"name": "ask_name"}),
-        &elicitation_caps(),
-    );
-    let round = post_raw(&h.url, &first).await;
-    let result = round.result().unwrap().clone();
-    assert_eq!(result["resultType"], "input_required");
+    let (first, result) = ask_name_round(&h.url).await;
 
     let gateway = h.gateway.take().unwrap();
     let started = Instant::now();
@@ -622,5 +630,56 @@ async fn the_demo_backend_takes_what_the_gateway_sends() {
         &exchange.body[..200.min(exchange.body.len())]
     );
     assert_eq!(result_text(&exchange).len(), big.len());
+    h.stop().await;
+}
+
+/// The backend's limit applies to what the gateway writes, not to what the client sent: trace
+/// context from the HTTP headers joins the call's `_meta`, so a body under the limit can make a
+/// message over it. That call is refused with 413 and never reaches the backend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backend_limit_applies_to_the_message_written() {
+    // Over the smallest limit a backend may have (1 KiB).
+    let text = "h".repeat(1200);
+    let body = tool_call(1, "echo", json!({ "text": text }), &no_caps());
+    let client_bytes = body.to_string().len();
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        c.legacy().max_message_bytes = Some(client_bytes + 200);
+    })
+    .await;
+    let mut headers = standard_headers(&body);
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let tracestate = format!("a={},b={}", "x".repeat(250), "y".repeat(250));
+    headers.insert("traceparent", traceparent.parse().unwrap());
+    headers.insert("tracestate", tracestate.parse().unwrap());
+    let exchange = post_raw_with_headers(&h.url, &body, headers).await;
+    assert_rpc_error(&exchange, 413, -32600);
+    assert_eq!(h.backend_method_count("tools/call"), 0);
+
+    // Without the trace context the same call fits, and is answered.
+    let fits = post_raw(&h.url, &body).await;
+    assert_eq!(result_text(&fits), text);
+    h.stop().await;
+}
+
+/// A retry writes only its answers to the backend (the call went out with the first request):
+/// a retry body over the backend's limit whose answers fit completes the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_is_measured_by_the_answers_it_writes() {
+    let limit = 1024;
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        c.legacy().max_message_bytes = Some(limit);
+    })
+    .await;
+    let (first, result) = ask_name_round(&h.url).await;
+    let mut retry = answer_only_input(
+        &first,
+        json!(2),
+        &result,
+        json!({"action": "accept", "content": {"name": "Last"}}),
+    );
+    retry["params"]["_meta"]["com.example/note"] = json!("n".repeat(2 * limit));
+    assert!(retry.to_string().len() > limit);
+    let done = post_raw(&h.url, &retry).await;
+    assert_eq!(result_text(&done), "Hello, Last!", "{}", done.body);
     h.stop().await;
 }

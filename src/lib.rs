@@ -54,7 +54,7 @@ pub mod state {
 pub mod internals {
     pub use crate::front::request::parse;
     pub use crate::front::translate::stamp_result;
-    pub use crate::http_serve::check_media_types;
+    pub use crate::http_serve::body::check_media_types;
     pub use crate::http_serve::decode_header_value;
     pub use crate::jsonrpc::raw as raw_json;
     pub use crate::mrtr::held::HeldTable;

@@ -34,8 +34,6 @@ pub struct Dispatch {
     pub route: Arc<Route>,
     pub bridge: Arc<Bridge>,
     pub listens: Arc<Listens>,
-    /// 2025-11-25 sessions, when the route serves that era.
-    pub door: Option<Arc<crate::legacy::serve::Door>>,
     /// Between SSE keep-alive comments.
     pub keep_alive: Duration,
     /// A forwarded call with no answer after this long is answered as SSE (`server.stream_after`).
@@ -115,11 +113,6 @@ impl Dispatch {
                     .open(route, principal, request.id, &request.params)
                     .await
             }
-            // A 2025-11-25 client: its own session, where the route serves that era.
-            Method::Initialize => match &self.door {
-                Some(door) => Ok(door.initialize(&principal, request.id, &request.body).await),
-                None => Err(GatewayError::initialize_refused()),
-            },
             _ if !route.config.serves_modern() => Err(GatewayError::InvalidRequest(
                 "this endpoint serves 2025-11-25 sessions only: send initialize first".into(),
             )),

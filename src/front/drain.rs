@@ -1,5 +1,6 @@
-//! Draining as a layer: once the gateway is stopping, new calls get 503 while retries of held
-//! calls are still served, so the rounds in flight can finish.
+//! Draining as a layer: once the gateway is stopping, new calls and new 2025-11-25 sessions get
+//! 503 while retries of held calls (and requests on open sessions) are still served, so the
+//! rounds in flight can finish.
 
 use std::sync::Arc;
 
@@ -7,26 +8,32 @@ use http::{Request, Response};
 use tokio_util::sync::CancellationToken;
 use tower_http::validate_request::ValidateRequest;
 
-use super::request::McpRequest;
+use super::request::Inbound;
 use crate::error::GatewayError;
 use crate::http_serve::{error_response, Body};
+use crate::legacy::serve::LegacyRequest;
 
 /// Cancelled when the drain starts. Behind an `Arc`: the stack is cloned per request, and a
 /// token's clone takes a lock.
 #[derive(Clone)]
 pub struct Drain(pub Arc<CancellationToken>);
 
-impl ValidateRequest<McpRequest> for Drain {
+impl ValidateRequest<Inbound> for Drain {
     type ResponseBody = Body;
 
-    fn validate(&mut self, request: &mut Request<McpRequest>) -> Result<(), Response<Body>> {
-        let request = request.body();
-        if self.0.is_cancelled() && !request.resumes_held_call() {
-            return Err(error_response(
-                Some(request.id.clone()),
-                &GatewayError::Busy("the gateway is shutting down".into()),
-            ));
+    fn validate(&mut self, request: &mut Request<Inbound>) -> Result<(), Response<Body>> {
+        if !self.0.is_cancelled() {
+            return Ok(());
         }
-        Ok(())
+        let id = match request.body() {
+            Inbound::Modern(request) if request.resumes_held_call() => return Ok(()),
+            Inbound::Modern(request) => request.id.clone(),
+            Inbound::Legacy(LegacyRequest::Initialize { id, .. }) => id.clone(),
+            Inbound::Legacy(LegacyRequest::Session(_)) => return Ok(()),
+        };
+        Err(error_response(
+            Some(id),
+            &GatewayError::Busy("the gateway is shutting down".into()),
+        ))
     }
 }

@@ -1,5 +1,5 @@
-//! The front side: a 2026-07-28 MCP server over Streamable HTTP (hyper 1), one POST-only
-//! endpoint per configured route.
+//! The front side: the MCP endpoints over Streamable HTTP (hyper 1), one per configured route,
+//! where both eras enter: 2026-07-28 requests, and 2025-11-25 clients' sessions.
 //!
 //! A request meets a stack of tower layers, one concern each, composed in [`route_stack`] and
 //! read top to bottom in the order they run:
@@ -9,15 +9,17 @@
 //! 3. [`origin`]: Host and Origin allow-lists, then POST only (GET and DELETE too for a
 //!    2025-11-25 session);
 //! 4. [`authn`]: the bearer token becomes a [`Principal`](authn::Principal) (or 401);
-//! 5. [`era`]: a request naming a 2025-11-25 session leaves for it ([`crate::legacy`]);
-//! 6. [`crate::http_serve::body`]: media types, then the body read within its limit and timeout;
-//! 7. [`request`]: JSON-RPC, `_meta` and headers parsed once into an
+//! 5. [`crate::http_serve::body`]: a POST's media types, then the body read within its limit
+//!    and timeout;
+//! 6. [`request`]: parsed once, and its era decided: a 2025-11-25 `initialize` or a request
+//!    naming a session becomes a [`LegacyRequest`](crate::legacy::serve::LegacyRequest); a
+//!    2026-07-28 one has its JSON-RPC, `_meta` and headers parsed into an
 //!    [`McpRequest`](request::McpRequest) (notifications end here with 202);
-//! 8. [`drain`]: while stopping, only retries of held calls pass;
+//! 7. [`drain`]: while stopping, only retries of held calls and requests on open sessions pass;
+//! 8. [`era`]: the eras part: a 2025-11-25 request goes to its door ([`crate::legacy`]);
 //! 9. [`owner`]: with `[fleet]`, a retry whose call another replica holds is forwarded there
 //!    ([`crate::fleet`]);
-//! 10. [`dispatch`]: the request applied; forwarded methods go to the bridge, a 2025-11-25
-//!     `initialize` starts a session.
+//! 10. [`dispatch`]: the request applied; forwarded methods go to the bridge.
 //!
 //! Each layer either passes the request on or answers it; every answer is written with
 //! [`crate::http_serve`]'s pieces, a call's with [`reply`] (a forwarded retry's answer is the
@@ -122,16 +124,14 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
         timeout: server.body_read_timeout,
         metrics: route.metrics.clone(),
     };
-    let legacy = route.config.serves_legacy().then(|| legacy.clone());
-    let door = legacy.as_ref().map(|sessions| {
+    let door = route.config.serves_legacy().then(|| {
         Arc::new(crate::legacy::serve::Door {
-            sessions: sessions.clone(),
+            sessions: legacy.clone(),
             endpoint: crate::legacy::serve::Endpoint {
                 path: route.config.path.clone(),
                 pool: route.pool.clone(),
             },
             fleet: fleet.clone(),
-            limits: read_body.clone(),
         })
     });
     let origin_policy = Arc::new(origin::OriginPolicy::new(
@@ -154,15 +154,15 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
         .layer(AsyncRequireAuthorizationLayer::new(authn::Authenticate {
             route: route.clone(),
         }))
-        .layer(era::SessionsLayer { door: door.clone() })
         .layer(ValidateRequestHeaderLayer::custom(
             crate::http_serve::MediaTypes,
         ))
         .layer(read_body)
-        .layer(request::ParseLayer)
+        .layer(request::ParseLayer { door: door.clone() })
         .layer(ValidateRequestHeaderLayer::custom(drain::Drain(Arc::new(
             drain.clone(),
         ))))
+        .layer(era::EraLayer { door })
         .layer(owner::OwnerLayer {
             fleet: fleet.clone(),
             bridge: bridge.clone(),
@@ -171,7 +171,6 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
             route: route.clone(),
             bridge: bridge.clone(),
             listens: listens.clone(),
-            door,
             keep_alive: server.sse_keep_alive,
             stream_after: server.stream_after,
             calls_end: calls_end.clone(),

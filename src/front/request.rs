@@ -1,11 +1,14 @@
-//! Parse once into a typed request: the POST body as JSON-RPC, the required request `_meta`,
-//! the request-metadata headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, Base64
-//! sentinel included) and the protocol version, all decided before any response starts. What
-//! passes becomes an [`McpRequest`] whose fields the gateway interprets are typed; downstream
-//! nothing looks them up in the params again (what stays in `params`, `_meta` included, passes
-//! to the backend).
+//! Parse once into a typed request, and decide its era there ([`Inbound`]): a request naming a
+//! 2025-11-25 session, or a 2025-11-25 `initialize`, leaves for [`crate::legacy`] with its
+//! message parsed; a 2026-07-28 request has its JSON-RPC, the required request `_meta`, the
+//! request-metadata headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, Base64 sentinel
+//! included) and the protocol version decided before any response starts. What passes becomes
+//! an [`McpRequest`] whose fields the gateway interprets are typed; downstream nothing looks
+//! them up in the params again (what stays in `params`, `_meta` included, passes to the
+//! backend).
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -15,13 +18,15 @@ use serde_json::{Map, Value};
 use tower::{Layer, Service};
 
 use crate::error::GatewayError;
-use crate::http_serve::{decode_header_value, header_str};
-use crate::http_serve::{empty, error_response, Body};
+use crate::http_serve::{
+    decode_header_value, empty, error_outcome, error_response, header_str, labeled, Body,
+};
 use crate::jsonrpc::{Message, ShapeError};
+use crate::legacy::serve::{refused, Door, LegacyRequest, SessionRequest};
 use crate::mrtr::call::RequestScope;
 use crate::protocol::{
     log_level_rank, Method, LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL,
-    META_PROTOCOL_VERSION, SUPPORTED_VERSIONS,
+    META_PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER, SUPPORTED_VERSIONS,
 };
 
 /// A field whose shape is checked only where the method uses it (so errors keep their order).
@@ -72,13 +77,29 @@ impl McpRequest {
 #[derive(Debug)]
 // Built once and moved once per request: boxing the large variant would cost an allocation.
 #[allow(clippy::large_enum_variant)]
-pub enum Inbound {
+pub enum Parsed {
     Request(McpRequest),
+    /// A 2025-11-25 client's `initialize` (nothing of 2026-07-28 about it): the message as sent.
+    Initialize {
+        id: Value,
+        message: Value,
+    },
     /// Accepted with 202; nothing is forwarded (2026-07-28 defines no client notifications on
     /// HTTP).
     Notification {
         method: String,
     },
+}
+
+/// A request read and parsed once, for the era it belongs to: the one point where the eras
+/// part.
+// Built once and moved once per request, as `Parsed` is.
+#[allow(clippy::large_enum_variant)]
+pub enum Inbound {
+    /// A 2026-07-28 request.
+    Modern(McpRequest),
+    /// A 2025-11-25 client's: its `initialize`, or a request naming its session.
+    Legacy(LegacyRequest),
 }
 
 /// A validation failure, with the request id when it could be read.
@@ -95,16 +116,24 @@ fn reject(id: Option<&Value>, error: GatewayError) -> Rejection {
     }
 }
 
-/// Parses and validates the body of a POST whose headers passed the checks before it.
-pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| reject(None, GatewayError::Parse(e.to_string())))?;
+/// A POST body as one JSON-RPC message (either era): JSON, and not a batch.
+fn read_message(body: &[u8]) -> Result<Value, GatewayError> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| GatewayError::Parse(e.to_string()))?;
     if value.is_array() {
-        return Err(reject(
-            None,
-            GatewayError::InvalidRequest("batch arrays are not supported".into()),
+        return Err(GatewayError::InvalidRequest(
+            "batch arrays are not supported".into(),
         ));
     }
+    Ok(value)
+}
+
+/// Parses and validates the body of a POST whose headers passed the checks before it.
+pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Rejection> {
+    let value = read_message(body).map_err(|error| reject(None, error))?;
+    // Kept whole for the session it starts (rare: once per 2025-11-25 client).
+    let initialize =
+        (value.get("method").and_then(Value::as_str) == Some("initialize")).then(|| value.clone());
     let readable_id = value
         .get("id")
         .filter(|id| crate::jsonrpc::is_valid_id(id))
@@ -116,7 +145,7 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
         )
     })?;
     let (id, method_name, params) = match message {
-        Message::Notification { method, .. } => return Ok(Inbound::Notification { method }),
+        Message::Notification { method, .. } => return Ok(Parsed::Notification { method }),
         Message::Response { id, .. } => {
             return Err(reject(
                 crate::jsonrpc::is_valid_id(&id).then_some(&id),
@@ -137,27 +166,18 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
             .and_then(|meta| meta.get(META_PROTOCOL_VERSION))
             .is_some()
             || headers
-                .get(crate::protocol::PROTOCOL_VERSION_HEADER)
+                .get(PROTOCOL_VERSION_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|v| SUPPORTED_VERSIONS.contains(&v));
         if modern {
             return Err(reject(Some(&id), GatewayError::initialize_refused()));
         }
-        // A 2025-11-25 client sends no request-metadata headers: dispatch starts its session, or
-        // tells it which revision to speak, never that its headers are missing.
-        return Ok(Inbound::Request(McpRequest {
+        // A 2025-11-25 client sends no request-metadata headers: its session starts, or it is
+        // told which revision to speak, never that its headers are missing.
+        return Ok(Parsed::Initialize {
             id,
-            method,
-            method_name,
-            target: None,
-            request_state: Field::Absent,
-            input_responses: Field::Absent,
-            arguments: None,
-            scope: RequestScope::default(),
-            trace_headers: Vec::new(),
-            params,
-            body: Bytes::new(),
-        }));
+            message: initialize.unwrap_or_default(),
+        });
     }
     let (scope, trace_headers, target) = validate_meta(headers, method, &method_name, &mut params)
         .map_err(|e| reject(Some(&id), e))?;
@@ -182,7 +202,7 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Inbound, Rejection> {
             GatewayError::invalid_params("\"arguments\" must be an object"),
         ));
     }
-    Ok(Inbound::Request(McpRequest {
+    Ok(Parsed::Request(McpRequest {
         id,
         method,
         method_name,
@@ -349,27 +369,40 @@ fn validate_meta(
     Ok((scope, trace_headers, target))
 }
 
-/// Parses the read body: `Request<Bytes>` becomes `Request<McpRequest>`; a notification is
-/// answered 202 here.
-#[derive(Clone, Copy)]
-pub struct ParseLayer;
+/// Parses the read body once and decides its era: `Request<Bytes>` becomes `Request<Inbound>`.
+/// A request naming a 2025-11-25 session, or a 2025-11-25 `initialize`, is the legacy era's
+/// (where the route serves it); everything else is 2026-07-28. A notification is answered 202
+/// here.
+///
+/// A POST that declares `MCP-Protocol-Version: 2026-07-28` with a session id this fleet never
+/// issued is a modern request with a stray header: the header is ignored, as 2026-07-28 has no
+/// sessions. Any other session id takes the legacy path, where an unknown one gets 404.
+#[derive(Clone)]
+pub struct ParseLayer {
+    /// `None` where the route serves 2026-07-28 only: a session id means nothing there.
+    pub door: Option<Arc<Door>>,
+}
 
 impl<S> Layer<S> for ParseLayer {
     type Service = Parse<S>;
 
     fn layer(&self, inner: S) -> Parse<S> {
-        Parse { inner }
+        Parse {
+            inner,
+            door: self.door.clone(),
+        }
     }
 }
 
 #[derive(Clone)]
 pub struct Parse<S> {
     inner: S,
+    door: Option<Arc<Door>>,
 }
 
 impl<S> Service<Request<Bytes>> for Parse<S>
 where
-    S: Service<Request<McpRequest>, Response = Response<Body>, Error = Infallible>,
+    S: Service<Request<Inbound>, Response = Response<Body>, Error = Infallible>,
 {
     type Response = Response<Body>;
     type Error = Infallible;
@@ -382,8 +415,28 @@ where
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
         let (parts, body) = request.into_parts();
         let answer = |response| Either::Left(futures_util::future::ready(Ok(response)));
+        if let Some(token) = self
+            .door
+            .as_ref()
+            .and_then(|door| session_named(door, &parts))
+        {
+            let message = match parts.method {
+                http::Method::POST => match read_message(&body) {
+                    Ok(message) => Some(message),
+                    Err(error) => return answer(refused(None, &error, Method::Other)),
+                },
+                _ => None,
+            };
+            let session = SessionRequest {
+                token,
+                body,
+                message,
+            };
+            let inbound = Inbound::Legacy(LegacyRequest::Session(session));
+            return Either::Right(self.inner.call(Request::from_parts(parts, inbound)));
+        }
         match parse(&parts.headers, &body) {
-            Ok(Inbound::Request(mut request)) => {
+            Ok(Parsed::Request(mut request)) => {
                 // The request span (opened by the outer layer) joins the caller's trace: for a
                 // retry another replica forwarded here, the forwarder's span it names in the
                 // headers, when it does.
@@ -399,13 +452,43 @@ where
                     crate::telemetry::join_caller_trace(&request.params, &request.trace_headers);
                 }
                 request.body = body;
-                Either::Right(self.inner.call(Request::from_parts(parts, request)))
+                let inbound = Inbound::Modern(request);
+                Either::Right(self.inner.call(Request::from_parts(parts, inbound)))
             }
-            Ok(Inbound::Notification { method }) => {
+            Ok(Parsed::Initialize { id, message }) => {
+                if self.door.is_none() {
+                    let error = GatewayError::initialize_refused();
+                    let refusal = labeled(
+                        error_response(Some(id), &error),
+                        Method::Initialize,
+                        error_outcome(&error),
+                    );
+                    return answer(refusal);
+                }
+                let inbound = Inbound::Legacy(LegacyRequest::Initialize { id, message });
+                Either::Right(self.inner.call(Request::from_parts(parts, inbound)))
+            }
+            Ok(Parsed::Notification { method }) => {
                 tracing::debug!(%method, "notification accepted");
                 answer(empty(StatusCode::ACCEPTED))
             }
             Err(rejection) => answer(error_response(rejection.id, &rejection.error)),
         }
     }
+}
+
+/// The session a request names, when it is the legacy era's (see [`ParseLayer`]).
+fn session_named(door: &Door, head: &http::request::Parts) -> Option<String> {
+    let token = head.headers.get(SESSION_ID_HEADER)?.to_str().ok();
+    let modern_post = head.method == http::Method::POST
+        && head
+            .headers
+            .get(PROTOCOL_VERSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| SUPPORTED_VERSIONS.contains(&v));
+    if modern_post && !token.is_some_and(|t| door.issued(t)) {
+        return None;
+    }
+    // A token that is not even text names no session: the legacy path answers 404.
+    Some(token.unwrap_or_default().to_string())
 }

@@ -21,7 +21,7 @@ use super::response::{error_response, Body};
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
 
-/// `Content-Type` and `Accept` as a layer's check.
+/// `Content-Type` and `Accept` of a POST as a layer's check.
 #[derive(Clone, Copy)]
 pub struct MediaTypes;
 
@@ -29,6 +29,10 @@ impl<B> ValidateRequest<B> for MediaTypes {
     type ResponseBody = Body;
 
     fn validate(&mut self, request: &mut Request<B>) -> Result<(), Response<Body>> {
+        // Only a POST carries a message (a 2025-11-25 session's GET and DELETE do not).
+        if request.method() != http::Method::POST {
+            return Ok(());
+        }
         check_media_types(request.headers()).map_err(|error| error_response(None, &error))
     }
 }

@@ -9,7 +9,7 @@ pub(crate) mod sse;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use self::body::{accepts, check_media_types, read, MediaTypes, ReadBodyLayer};
+pub use self::body::{accepts, MediaTypes, ReadBodyLayer};
 pub use self::headers::{decode_header_value, header_str};
 pub use self::response::{
     empty, error_outcome, error_response, full, json_bytes_response, json_response, labeled,

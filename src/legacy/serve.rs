@@ -1,7 +1,7 @@
-//! The HTTP side of a 2025-11-25 session (Streamable HTTP, 2025-11-25 transport rules):
+//! The HTTP side of a 2025-11-25 client (Streamable HTTP, 2025-11-25 transport rules), entered
+//! from the front's one entry point with the request read and parsed ([`LegacyRequest`]):
 //!
-//! - `initialize` (reached through the modern stack's parse and dispatch, since only its body
-//!   says what it is) starts a session; the response carries the gateway's `Mcp-Session-Id`;
+//! - `initialize` starts a session; the response carries the gateway's `Mcp-Session-Id`;
 //! - POST with the session id: a request is answered as SSE on its own stream (priming event,
 //!   then whatever relates to it, then its response); a notification or a response to one of
 //!   the backend's requests gets 202;
@@ -10,29 +10,28 @@
 //! - a session id that names nothing here: 404. With `[fleet]`, one another replica holds is
 //!   forwarded there (GET streams included), as a retry of a held call is.
 //!
-//! The checks both eras share ran before: Host and Origin, authentication; body media types
-//! and limits are applied here as on the modern path.
+//! The checks both eras share ran before: Host and Origin, authentication, media types, the
+//! body read within its limits and parsed as JSON.
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use http::header::HeaderValue;
-use http::{Method as HttpMethod, Request, Response, StatusCode};
+use http::{Method as HttpMethod, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use serde_json::Value;
 
 use super::session::LegacySession;
 use super::streams::parse_event_id;
 use super::{EndReason, LegacySessions, Located};
 use crate::backend::pool::Pool;
-use crate::config::Era;
 use crate::error::GatewayError;
 use crate::fleet::{forwarded_by, Fleet};
-use crate::http_serve::{accepts, check_media_types, read, ReadBodyLayer};
 use crate::http_serve::{
-    empty, error_outcome, error_response, json_response, labeled_in, sse_response, Body,
+    accepts, empty, error_outcome, error_response, json_response, labeled_in, sse_response, Body,
 };
 use crate::jsonrpc::Message;
+use crate::protocol::Era;
 use crate::protocol::{Method, LEGACY_VERSIONS, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
 const LAST_EVENT_ID: &str = "last-event-id";
@@ -42,7 +41,8 @@ fn labeled(response: Response<Body>, method: Method, outcome: &'static str) -> R
     labeled_in(response, method, outcome, Era::Legacy)
 }
 
-fn refused(id: Option<Value>, error: &GatewayError, method: Method) -> Response<Body> {
+/// An error answer to a 2025-11-25 client's request.
+pub fn refused(id: Option<Value>, error: &GatewayError, method: Method) -> Response<Body> {
     labeled(error_response(id, error), method, error_outcome(error))
 }
 
@@ -52,28 +52,54 @@ pub struct Endpoint {
     pub pool: Arc<Pool>,
 }
 
+/// A 2025-11-25 client's request, read and parsed by the front's one entry point.
+pub enum LegacyRequest {
+    /// `initialize`: a session of its own. The message as sent.
+    Initialize { id: Value, message: Value },
+    /// A request naming a session (`Mcp-Session-Id`): POST, GET or DELETE.
+    Session(SessionRequest),
+}
+
+/// A request on a session, as read.
+pub struct SessionRequest {
+    /// The `Mcp-Session-Id` value.
+    pub token: String,
+    /// The body as received, forwarded as is to the replica holding the session.
+    pub body: Bytes,
+    /// A POST's message, parsed once (JSON, no batch); `None` for GET and DELETE.
+    pub message: Option<Value>,
+}
+
 /// What a session's requests need besides the session.
 pub struct Door {
     pub sessions: Arc<LegacySessions>,
     pub endpoint: Endpoint,
     pub fleet: Option<Arc<Fleet>>,
-    pub limits: ReadBodyLayer,
 }
 
 impl Door {
-    /// Answers a client's `initialize` (the body as received): a session of its own, or the
-    /// backend's refusal.
-    pub async fn initialize(&self, principal: &str, id: Value, body: &[u8]) -> Response<Body> {
-        let message: Value = match serde_json::from_slice(body) {
-            Ok(message) => message,
-            Err(e) => {
-                return refused(
-                    Some(id),
-                    &GatewayError::Parse(e.to_string()),
-                    Method::Initialize,
-                )
+    /// Serves a 2025-11-25 client's request (`head`: its request line and headers).
+    pub async fn serve(
+        &self,
+        head: http::request::Parts,
+        request: LegacyRequest,
+        principal: &str,
+    ) -> Response<Body> {
+        match request {
+            LegacyRequest::Initialize { id, message } => {
+                self.initialize(principal, id, message).await
             }
-        };
+            LegacyRequest::Session(request) => self.in_session(head, request, principal).await,
+        }
+    }
+
+    /// Whether `token` names a session this fleet issued (whether or not it still lives).
+    pub fn issued(&self, token: &str) -> bool {
+        self.sessions.issued(token)
+    }
+
+    /// Answers a client's `initialize`: a session of its own, or the backend's refusal.
+    async fn initialize(&self, principal: &str, id: Value, message: Value) -> Response<Body> {
         match self
             .sessions
             .initialize(&self.endpoint, principal, message)
@@ -95,24 +121,24 @@ impl Door {
         }
     }
 
-    /// Serves a request that names a session (`Mcp-Session-Id`).
-    pub async fn serve(&self, request: Request<Incoming>, principal: &str) -> Response<Body> {
-        let token = request
-            .headers()
-            .get(SESSION_ID_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        match self.sessions.locate(&token, principal, &self.endpoint.path) {
-            Located::Here(session) => self.apply(session, request).await,
+    /// A request that names a session: served here, or by the replica that holds it.
+    async fn in_session(
+        &self,
+        head: http::request::Parts,
+        request: SessionRequest,
+        principal: &str,
+    ) -> Response<Body> {
+        match self
+            .sessions
+            .locate(&request.token, principal, &self.endpoint.path)
+        {
+            Located::Here(session) => self.apply(session, &head, request).await,
             Located::Replica(owner) => match &self.fleet {
-                Some(fleet) if forwarded_by(request.headers()).is_none() => {
-                    let (parts, body) = request.into_parts();
-                    let body = match read(Request::new(body), &self.limits).await {
-                        Ok(body) => body.into_body(),
-                        Err(error) => return refused(None, &error, Method::Other),
-                    };
-                    let response = fleet.clone().forward_session(owner, parts, body).await;
+                Some(fleet) if forwarded_by(&head.headers).is_none() => {
+                    let response = fleet
+                        .clone()
+                        .forward_session(owner, head, request.body)
+                        .await;
                     labeled(response, Method::Other, "forwarded")
                 }
                 _ => refused(None, &GatewayError::SessionNotFound, Method::Other),
@@ -124,22 +150,23 @@ impl Door {
     async fn apply(
         &self,
         session: Arc<LegacySession>,
-        request: Request<Incoming>,
+        head: &http::request::Parts,
+        request: SessionRequest,
     ) -> Response<Body> {
         let busy = session.busy();
-        if let Err(error) = check_version(request.headers()) {
+        let headers = &head.headers;
+        if let Err(error) = check_version(headers) {
             return refused(None, &error, Method::Other);
         }
-        match *request.method() {
-            HttpMethod::GET => {
-                if !accepts(request.headers(), "text/event-stream") {
+        match (&head.method, request.message) {
+            (&HttpMethod::GET, _) => {
+                if !accepts(headers, "text/event-stream") {
                     let error = GatewayError::NotAcceptable(
                         "a GET stream needs Accept: text/event-stream".into(),
                     );
                     return refused(None, &error, Method::Other);
                 }
-                let resume = request
-                    .headers()
+                let resume = headers
                     .get(LAST_EVENT_ID)
                     .and_then(|v| v.to_str().ok())
                     .and_then(parse_event_id);
@@ -157,37 +184,22 @@ impl Door {
                     Err(error) => refused(None, &error, Method::Other),
                 }
             }
-            HttpMethod::DELETE => {
+            (&HttpMethod::DELETE, _) => {
                 drop(busy);
                 self.sessions.end(session.key(), EndReason::Deleted).await;
                 labeled(empty(StatusCode::OK), Method::Other, "ok")
             }
-            HttpMethod::POST => self.post(session, request, busy).await,
+            (&HttpMethod::POST, Some(message)) => self.post(session, message, busy),
             _ => refused(None, &GatewayError::MethodNotAllowed, Method::Other),
         }
     }
 
-    async fn post(
+    fn post(
         &self,
         session: Arc<LegacySession>,
-        request: Request<Incoming>,
+        message: Value,
         busy: super::session::Busy,
     ) -> Response<Body> {
-        if let Err(error) = check_media_types(request.headers()) {
-            return refused(None, &error, Method::Other);
-        }
-        let body = match read(request, &self.limits).await {
-            Ok(request) => request.into_body(),
-            Err(error) => return refused(None, &error, Method::Other),
-        };
-        let message: Value = match serde_json::from_slice(&body) {
-            Ok(message) => message,
-            Err(e) => return refused(None, &GatewayError::Parse(e.to_string()), Method::Other),
-        };
-        if message.is_array() {
-            let error = GatewayError::InvalidRequest("batch arrays are not supported".into());
-            return refused(None, &error, Method::Other);
-        }
         let readable_id = message
             .get("id")
             .filter(|id| crate::jsonrpc::is_valid_id(id))

@@ -7,7 +7,6 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde_json::{Map, Value};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
@@ -115,16 +114,16 @@ pub fn init(format: LogFormat, default_level: &str, export: bool) -> Telemetry {
     }
 }
 
-/// Makes the current request span a child of the caller's trace. Trace context in `_meta` wins
-/// over the HTTP headers, as it does for what is passed to the backend.
-pub fn join_caller_trace(params: &Map<String, Value>, trace_headers: &[(&'static str, String)]) {
+/// Makes the current request span a child of the caller's trace (`traceparent` and
+/// `tracestate`, as the request gave them: in `_meta`, else in the HTTP headers).
+pub fn join_caller_trace(caller_trace: &[(&'static str, String)]) {
     // Only an exported span has a parent to take.
     #[cfg(feature = "otlp")]
     if exporting() {
-        otlp::join_caller_trace(params, trace_headers);
+        otlp::join_caller_trace(caller_trace);
     }
     #[cfg(not(feature = "otlp"))]
-    let _ = (params, trace_headers);
+    let _ = caller_trace;
 }
 
 /// Writes the current span's trace context into `traceparent` / `tracestate`, so the next hop
@@ -148,7 +147,6 @@ mod otlp {
     use opentelemetry_sdk::propagation::TraceContextPropagator;
     use opentelemetry_sdk::trace::SdkTracerProvider;
     use opentelemetry_sdk::Resource;
-    use serde_json::{Map, Value};
     use tracing_opentelemetry::OpenTelemetrySpanExt;
 
     pub(super) fn pipeline() -> Result<
@@ -187,26 +185,11 @@ mod otlp {
         }
     }
 
-    pub(super) fn join_caller_trace(
-        params: &Map<String, Value>,
-        trace_headers: &[(&'static str, String)],
-    ) {
-        let meta = params.get("_meta").and_then(Value::as_object);
-        let mut carrier = HashMap::new();
-        match meta.filter(|m| m.contains_key("traceparent")) {
-            Some(meta) => {
-                for name in ["traceparent", "tracestate"] {
-                    if let Some(value) = meta.get(name).and_then(Value::as_str) {
-                        carrier.insert(name.to_string(), value.to_string());
-                    }
-                }
-            }
-            None => {
-                for (name, value) in trace_headers {
-                    carrier.insert((*name).to_string(), value.clone());
-                }
-            }
-        }
+    pub(super) fn join_caller_trace(caller_trace: &[(&'static str, String)]) {
+        let carrier: HashMap<String, String> = caller_trace
+            .iter()
+            .map(|(name, value)| ((*name).to_string(), value.clone()))
+            .collect();
         if carrier.is_empty() {
             return;
         }

@@ -10,22 +10,22 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use http::{HeaderMap, Request, Response, StatusCode};
-use serde_json::Map;
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use super::authn::Principal;
 use super::listen::Listens;
 use super::reply::Reply;
-use super::request::{Field, McpRequest};
+use super::request::{Command, McpRequest};
 use super::route::Route;
 use super::translate;
-use crate::error::{GatewayError, StateRejection};
+use crate::error::GatewayError;
 use crate::http_serve::{
     answer_early, error_outcome, error_response, json_response, labeled, Body,
 };
 use crate::jsonrpc;
-use crate::mrtr::setup::{CallRequest, Continuation};
+use crate::mrtr::setup::{Caller, Continuation, ForwardedCall};
 use crate::mrtr::Bridge;
 use crate::protocol::Method;
 
@@ -55,7 +55,7 @@ impl Service<Request<McpRequest>> for Dispatch {
     fn call(&mut self, request: Request<McpRequest>) -> Self::Future {
         let dispatch = self.clone();
         let (stream_after, keep_alive) = (self.stream_after, self.keep_alive);
-        let method = request.body().method;
+        let method = request.body().method();
         let answer = async move {
             let (mut parts, request) = request.into_parts();
             let id = request.id.clone();
@@ -92,109 +92,60 @@ impl Dispatch {
         headers: &HeaderMap,
     ) -> Result<Response<Body>, GatewayError> {
         let route = &self.route;
-        match request.method {
-            Method::Discover => {
+        let McpRequest { id, command, .. } = request;
+        match command {
+            Command::Discover { scope } => {
                 let init = self
                     .bridge
-                    .server_init(&route.pool, &principal, &request.scope.client_capabilities)
+                    .server_init(&route.pool, &principal, &scope.client_capabilities)
                     .await?;
                 let result = translate::discover_result(&init, &route.config);
                 Ok(labeled(
-                    json_response(
-                        StatusCode::OK,
-                        &jsonrpc::result_message(&request.id, result),
-                    ),
+                    json_response(StatusCode::OK, &jsonrpc::result_message(&id, result)),
                     Method::Discover,
                     "ok",
                 ))
             }
-            Method::SubscriptionsListen => {
-                self.listens
-                    .open(route, principal, request.id, &request.params)
-                    .await
-            }
+            Command::Listen { params } => self.listens.open(route, principal, id, &params).await,
             _ if !route.config.serves_modern() => Err(GatewayError::InvalidRequest(
                 "this endpoint serves 2025-11-25 sessions only: send initialize first".into(),
             )),
-            method if method.is_forwarded() => {
-                if method == Method::ToolsCall {
-                    let name = request.target.as_deref().unwrap_or_default();
+            Command::Forward(call) => {
+                if call.method == Method::ToolsCall {
+                    let name = call.target.as_deref().unwrap_or_default();
                     tracing::Span::current().record("tool", name);
                     route.tool_headers.check(
                         name,
-                        request.arguments.as_ref(),
+                        call.arguments.as_ref(),
                         headers,
                         route.pool.tools_generation(),
                     )?;
                 }
-                self.forward(request, principal).await
+                self.forward(id, call, principal).await
             }
-            _ => Err(GatewayError::method_not_found(request.method_name)),
+            Command::Unserved { name, .. } => Err(GatewayError::method_not_found(name)),
         }
     }
 
     async fn forward(
         &self,
-        request: McpRequest,
+        id: Value,
+        call: ForwardedCall,
         principal: String,
     ) -> Result<Response<Body>, GatewayError> {
-        let McpRequest {
-            id,
-            method,
-            target,
-            request_state,
-            input_responses,
-            arguments,
-            mut scope,
-            trace_headers,
-            params,
-            ..
-        } = request;
-        let continuation = if method.is_interruptible() {
-            let answers = match input_responses {
-                Field::Absent => Map::new(),
-                Field::Given(answers) => answers,
-                Field::Malformed => {
-                    return Err(GatewayError::invalid_params(
-                        "inputResponses must be an object",
-                    ))
-                }
-            };
-            Some(match request_state {
-                Field::Absent => {
-                    scope.preanswers = answers;
-                    Continuation::First
-                }
-                Field::Given(token) => Continuation::Retry { token, answers },
-                Field::Malformed => {
-                    return Err(GatewayError::BadState {
-                        reason: StateRejection::Malformed,
-                    })
-                }
-            })
-        } else {
-            None
-        };
         let reply = Reply {
             route: self.route.clone(),
             id,
-            method,
-            retry: matches!(continuation, Some(Continuation::Retry { .. })),
+            method: call.method,
+            retry: matches!(call.continuation, Some(Continuation::Retry { .. })),
         };
-        let call = CallRequest {
+        let caller = Caller {
             route: self.route.config.path.clone(),
             principal,
-            method,
-            target,
-            arguments,
-            params,
-            continuation,
-            scope,
-            trace_headers,
         };
         let started = tokio::select! {
             biased;
-            started = self.bridge.call(&self.route.pool, call) => started?,
+            started = self.bridge.call(&self.route.pool, caller, call) => started?,
             () = self.calls_end.cancelled() => return Err(GatewayError::ShutDown),
         };
         Ok(reply.started(started, self.keep_alive, self.calls_end.clone()))

@@ -26,7 +26,7 @@ impl ValidateRequest<Inbound> for Drain {
             return Ok(());
         }
         let id = match request.body() {
-            Inbound::Modern(request) if request.resumes_held_call() => return Ok(()),
+            Inbound::Modern(request) if request.retry_token().is_some() => return Ok(()),
             Inbound::Modern(request) => request.id.clone(),
             Inbound::Legacy(LegacyRequest::Initialize { id, .. }) => id.clone(),
             Inbound::Legacy(LegacyRequest::Session(_)) => return Ok(()),

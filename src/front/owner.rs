@@ -17,7 +17,7 @@ use http::{HeaderValue, Request, Response};
 use tower::{Layer, Service};
 
 use super::authn::Principal;
-use super::request::{Field, McpRequest};
+use super::request::McpRequest;
 use crate::error::GatewayError;
 use crate::fleet::{forwarded_by, Fleet, OWNER_UNAVAILABLE};
 use crate::http_serve::{answer_early, error_response, Body};
@@ -65,22 +65,22 @@ where
     }
 
     fn call(&mut self, request: Request<McpRequest>) -> Self::Future {
-        let (Some(fleet), Field::Given(token)) = (&self.fleet, &request.body().request_state)
-        else {
+        let (Some(fleet), Some(token)) = (&self.fleet, request.body().retry_token()) else {
             return Either::Left(self.inner.call(request));
         };
-        let method = request.body().method;
+        let method = request.body().method();
         // Set by the authentication layer above; without it the call below refuses the request.
         let principal = request
             .extensions()
             .get::<Principal>()
             .map(|p| p.0.as_str());
+        // Only an interruptible method's request carries a retry token.
         let location = match principal {
-            Some(principal) if method.is_interruptible() => {
+            Some(principal) => {
                 self.bridge
                     .locate(token, principal, request.uri().path(), method.as_str())
             }
-            _ => Location::Here,
+            None => Location::Here,
         };
         let fleet = fleet.clone();
         let forwarded = forwarded_by(request.headers()).is_some();
@@ -117,7 +117,7 @@ where
             Location::Replica(owner) => Either::Right(Box::pin(async move {
                 let (parts, call) = request.into_parts();
                 let answer = fleet
-                    .forward_retry(owner, parts, call.body, call.id, call.method)
+                    .forward_retry(owner, parts, call.body, call.id, method)
                     .await;
                 Ok(answer)
             })),

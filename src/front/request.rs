@@ -17,59 +17,66 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use serde_json::{Map, Value};
 use tower::{Layer, Service};
 
-use crate::error::GatewayError;
+use crate::error::{GatewayError, StateRejection};
 use crate::http_serve::{
     decode_header_value, empty, error_outcome, error_response, header_str, labeled, Body,
 };
 use crate::jsonrpc::{Message, ShapeError};
 use crate::legacy::serve::{refused, Door, LegacyRequest, SessionRequest};
 use crate::mrtr::call::RequestScope;
+use crate::mrtr::setup::{Continuation, ForwardedCall};
 use crate::protocol::{
     log_level_rank, Method, LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL,
     META_PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER, SUPPORTED_VERSIONS,
 };
 
-/// A field whose shape is checked only where the method uses it (so errors keep their order).
-#[derive(Debug, PartialEq)]
-pub enum Field<T> {
-    Absent,
-    Given(T),
-    /// Present with the wrong JSON type.
-    Malformed,
-}
-
-/// One valid client request.
+/// One valid 2026-07-28 client request, parsed once: what it asks ([`Command`]) and what every
+/// request carries.
 #[derive(Debug)]
 pub struct McpRequest {
     pub id: Value,
-    pub method: Method,
-    /// The method as sent: unknown methods are named in their error.
-    pub method_name: String,
-    /// The tool or prompt name, or the resource URI, that `Mcp-Name` mirrors.
-    pub target: Option<String>,
-    /// `requestState`: a string names a held call.
-    pub request_state: Field<String>,
-    /// `inputResponses`: an object of answers by input key.
-    pub input_responses: Field<Map<String, Value>>,
-    /// `arguments` of a tool or prompt, as sent.
-    pub arguments: Option<Value>,
-    /// What the request declared in `_meta` that shapes what it may see (capabilities, progress
-    /// token, log level); the capabilities are moved out of `_meta`.
-    pub scope: RequestScope,
-    /// W3C trace context from HTTP headers (`traceparent`, `tracestate`), read only when `_meta`
-    /// carries none.
-    pub trace_headers: Vec<(&'static str, String)>,
-    /// Every other param, unknown ones included, as sent.
-    pub params: Map<String, Value>,
+    pub command: Command,
+    /// The caller's W3C trace context (`traceparent`, `tracestate`): from `_meta`, else from
+    /// the HTTP headers. The request's span joins it.
+    pub caller_trace: Vec<(&'static str, String)>,
     /// The body as received, for a retry forwarded unchanged to the replica holding its call
     /// (shared, not copied).
     pub body: Bytes,
 }
 
+/// What a 2026-07-28 request asks, typed: the one shape it has from parse to the bridge.
+#[derive(Debug)]
+pub enum Command {
+    /// A method the backend answers: what [`Bridge::call`](crate::mrtr::Bridge::call) takes,
+    /// first call or retry decided.
+    Forward(ForwardedCall),
+    /// `server/discover`, answered by the gateway.
+    Discover { scope: RequestScope },
+    /// `subscriptions/listen`, a stream the gateway keeps.
+    Listen { params: Map<String, Value> },
+    /// A method the gateway does not serve, named as sent.
+    Unserved { method: Method, name: String },
+}
+
 impl McpRequest {
-    /// A retry of a held call (any `requestState` at all, for the drain's sake).
-    pub fn resumes_held_call(&self) -> bool {
-        self.method.is_interruptible() && self.request_state != Field::Absent
+    pub fn method(&self) -> Method {
+        match &self.command {
+            Command::Forward(call) => call.method,
+            Command::Discover { .. } => Method::Discover,
+            Command::Listen { .. } => Method::SubscriptionsListen,
+            Command::Unserved { method, .. } => *method,
+        }
+    }
+
+    /// The `requestState` of a retry of a held call.
+    pub fn retry_token(&self) -> Option<&str> {
+        match &self.command {
+            Command::Forward(ForwardedCall {
+                continuation: Some(Continuation::Retry { token, .. }),
+                ..
+            }) => Some(token),
+            _ => None,
+        }
     }
 }
 
@@ -179,42 +186,100 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Rejection> {
             message: initialize.unwrap_or_default(),
         });
     }
-    let (scope, trace_headers, target) = validate_meta(headers, method, &method_name, &mut params)
-        .map_err(|e| reject(Some(&id), e))?;
-    let request_state = match params.remove("requestState") {
-        None => Field::Absent,
-        Some(Value::String(token)) => Field::Given(token),
-        Some(_) => Field::Malformed,
+    let (mut scope, trace_headers, target) =
+        validate_meta(headers, method, &method_name, &mut params)
+            .map_err(|e| reject(Some(&id), e))?;
+    let caller_trace = if trace_headers.is_empty() {
+        meta_trace(&params)
+    } else {
+        trace_headers.clone()
     };
-    let input_responses = match params.remove("inputResponses") {
-        None => Field::Absent,
-        Some(Value::Object(answers)) => Field::Given(answers),
-        Some(_) => Field::Malformed,
+    let request_state = params.remove("requestState");
+    let input_responses = params.remove("inputResponses");
+    let command = match method {
+        Method::Discover => Command::Discover { scope },
+        Method::SubscriptionsListen => Command::Listen { params },
+        method if method.is_forwarded() => {
+            let arguments = params.remove("arguments");
+            // Both revisions define `arguments` of these two as an object; a backend given
+            // anything else answers with something the client cannot place.
+            if matches!(method, Method::ToolsCall | Method::PromptsGet)
+                && arguments.as_ref().is_some_and(|a| !a.is_object())
+            {
+                return Err(reject(
+                    Some(&id),
+                    GatewayError::invalid_params("\"arguments\" must be an object"),
+                ));
+            }
+            let continuation = if method.is_interruptible() {
+                let continuation = continuation(request_state, input_responses, &mut scope)
+                    .map_err(|e| reject(Some(&id), e))?;
+                Some(continuation)
+            } else {
+                None
+            };
+            Command::Forward(ForwardedCall {
+                method,
+                target,
+                arguments,
+                params,
+                continuation,
+                scope,
+                trace_headers,
+            })
+        }
+        method => Command::Unserved {
+            method,
+            name: method_name,
+        },
     };
-    let arguments = params.remove("arguments");
-    // Both revisions define `arguments` of these two as an object; a backend given anything
-    // else answers with something the client cannot place.
-    if matches!(method, Method::ToolsCall | Method::PromptsGet)
-        && arguments.as_ref().is_some_and(|a| !a.is_object())
-    {
-        return Err(reject(
-            Some(&id),
-            GatewayError::invalid_params("\"arguments\" must be an object"),
-        ));
-    }
     Ok(Parsed::Request(McpRequest {
         id,
-        method,
-        method_name,
-        target,
-        request_state,
-        input_responses,
-        arguments,
-        scope,
-        trace_headers,
-        params,
+        command,
+        caller_trace,
         body: Bytes::new(),
     }))
+}
+
+/// First call or retry, decided once: a `requestState` names a held call, and
+/// `inputResponses` answer its round; on a first call they answer questions the backend has yet
+/// to ask (the scope's `preanswers`).
+fn continuation(
+    request_state: Option<Value>,
+    input_responses: Option<Value>,
+    scope: &mut RequestScope,
+) -> Result<Continuation, GatewayError> {
+    let answers = match input_responses {
+        None => Map::new(),
+        Some(Value::Object(answers)) => answers,
+        Some(_) => {
+            return Err(GatewayError::invalid_params(
+                "inputResponses must be an object",
+            ))
+        }
+    };
+    match request_state {
+        None => {
+            scope.preanswers = answers;
+            Ok(Continuation::First)
+        }
+        Some(Value::String(token)) => Ok(Continuation::Retry { token, answers }),
+        Some(_) => Err(GatewayError::BadState {
+            reason: StateRejection::Malformed,
+        }),
+    }
+}
+
+/// W3C trace context from `_meta` (`traceparent`, `tracestate`).
+fn meta_trace(params: &Map<String, Value>) -> Vec<(&'static str, String)> {
+    let meta = params.get("_meta").and_then(Value::as_object);
+    ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = meta?.get(name)?.as_str()?;
+            Some((name, value.to_string()))
+        })
+        .collect()
 }
 
 /// W3C trace context from the HTTP headers (`traceparent`, `tracestate`).
@@ -441,15 +506,12 @@ where
                 // retry another replica forwarded here, the forwarder's span it names in the
                 // headers, when it does.
                 // Only retries are forwarded: no header lookup for a first call.
-                let forwarded = request.request_state != Field::Absent
+                let forwarded = request.retry_token().is_some()
                     && crate::fleet::forwarded_by(&parts.headers).is_some();
                 if forwarded && parts.headers.contains_key("traceparent") {
-                    crate::telemetry::join_caller_trace(
-                        &Map::new(),
-                        &trace_context(&parts.headers),
-                    );
+                    crate::telemetry::join_caller_trace(&trace_context(&parts.headers));
                 } else {
-                    crate::telemetry::join_caller_trace(&request.params, &request.trace_headers);
+                    crate::telemetry::join_caller_trace(&request.caller_trace);
                 }
                 request.body = body;
                 let inbound = Inbound::Modern(request);

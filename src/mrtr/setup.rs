@@ -29,12 +29,19 @@ pub enum Continuation {
     },
 }
 
-/// One request the front forwards, parsed once: what the bridge needs to start or resume it.
-#[derive(Debug)]
-pub struct CallRequest {
-    /// The route path the request came in on (bound into `requestState`).
+/// Who sent a forwarded call, and where: bound into its `requestState`.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The route path the request came in on.
     pub route: String,
     pub principal: String,
+}
+
+/// A request the bridge forwards to the backend, as the front parsed it once: what the bridge
+/// needs to start or resume it. Whether it is a first call or a retry is decided with it
+/// ([`Continuation`]).
+#[derive(Debug)]
+pub struct ForwardedCall {
     pub method: Method,
     /// The tool or prompt name, or the resource URI.
     pub target: Option<String>,
@@ -57,11 +64,11 @@ impl Bridge {
     pub async fn call(
         self: &Arc<Self>,
         pool: &Pool,
-        request: CallRequest,
+        caller: Caller,
+        request: ForwardedCall,
     ) -> Result<Started, GatewayError> {
-        let CallRequest {
-            route,
-            principal,
+        let Caller { route, principal } = caller;
+        let ForwardedCall {
             method,
             target,
             arguments,

@@ -1,0 +1,207 @@
+//! Each section's check on a valid base configuration with one value spoiled: the error names
+//! the key.
+
+use super::*;
+
+use crate::config::tests::STDIO as BASE;
+use crate::config::{Config, ConfigError};
+
+fn parse(text: &str) -> Config {
+    toml::from_str(text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn message(result: Result<(), ConfigError>) -> String {
+    match result {
+        Ok(()) => panic!("accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_base_passes_every_check() {
+    let c = parse(BASE);
+    check_server(&c.server).unwrap();
+    check_routes(&c).unwrap();
+    check_auth(&c.routes).unwrap();
+    check_backends(&c.backends).unwrap();
+    check_mrtr(&c.mrtr).unwrap();
+}
+
+#[test]
+fn server_check_names_the_key() {
+    let c = parse(&format!("[server]\nmax_connections = 0\n{BASE}"));
+    assert_eq!(
+        message(check_server(&c.server)),
+        "server.max_connections: must be at least 1"
+    );
+    let c = parse(&format!("[server]\nmax_body_bytes = 10\n{BASE}"));
+    assert_eq!(
+        message(check_server(&c.server)),
+        "server.max_body_bytes: must be at least 1024"
+    );
+}
+
+#[test]
+fn routes_check_names_the_key() {
+    let c = parse(&BASE.replace("path = \"/mcp\"", "path = \"mcp\""));
+    assert_eq!(
+        message(check_routes(&c)),
+        "route[0].path: must be an absolute URL path like \"/mcp\""
+    );
+    let c = parse(&format!("[server]\nlisten = \"0.0.0.0:8080\"\n{BASE}"));
+    assert_eq!(
+        message(check_routes(&c)),
+        "route[0].auth: mode = \"none\" needs a loopback server.listen (or server.allow_unauthenticated = true)"
+    );
+}
+
+#[test]
+fn auth_check_names_the_key() {
+    let bearer = |token: &str| {
+        parse(&BASE.replace(
+            "backend = \"b\"",
+            &format!("backend = \"b\"\nauth = {{ mode = \"bearer\", tokens = [{token}] }}"),
+        ))
+    };
+    let c = bearer("{ principal = \"p\", sha256 = \"abc\" }");
+    assert_eq!(
+        message(check_auth(&c.routes)),
+        "route[0].auth.tokens[0].sha256: must be 64 hex digits"
+    );
+    let c = bearer("{ principal = \"p\" }");
+    assert_eq!(
+        message(check_auth(&c.routes)),
+        "route[0].auth.tokens[0]: needs exactly one of sha256 and token"
+    );
+    let c = parse(&BASE.replace(
+        "backend = \"b\"",
+        "backend = \"b\"\nauth = { mode = \"jwt\", issuer = \"i\", audience = \"a\", jwks_url = \"http://example.com/jwks\" }",
+    ));
+    assert_eq!(
+        message(check_auth(&c.routes)),
+        "route[0].auth.jwks_url: must be an https:// URL (http:// only on loopback)"
+    );
+}
+
+#[test]
+fn backends_check_names_the_key() {
+    let c = parse(&format!(
+        "{BASE}\npool = {{ max_sessions = 2, min_idle = 3 }}"
+    ));
+    assert_eq!(
+        message(check_backends(&c.backends)),
+        "backend.b.pool.min_idle: must not exceed pool.max_sessions"
+    );
+    let c = parse(&BASE.replace(
+        "transport = \"stdio\"\n        command = \"server\"",
+        "transport = \"http\"\nurl = \"http://127.0.0.1:9/mcp\"\nheaders = { X = \"a\\nb\" }",
+    ));
+    assert_eq!(
+        message(check_backends(&c.backends)),
+        "backend.b.headers.X: not a valid header value"
+    );
+    let c = parse(&format!(
+        "{BASE}\nstatic_roots = [{{ uri = \"https://example.com\" }}]"
+    ));
+    assert_eq!(
+        message(check_backends(&c.backends)),
+        "backend.b.static_roots[0].uri: must be a file:// URI"
+    );
+}
+
+#[test]
+fn zero_max_rounds_names_max_rounds() {
+    let c = parse(&format!("{BASE}\n[mrtr]\nmax_rounds = 0"));
+    assert_eq!(
+        message(check_mrtr(&c.mrtr)),
+        "mrtr.max_rounds: must be at least 1"
+    );
+}
+
+#[test]
+fn the_principal_share_is_within_the_pool() {
+    for share in [0, 3] {
+        let c = parse(&format!(
+            "{BASE}\npool = {{ max_sessions = 2, max_sessions_per_principal = {share} }}"
+        ));
+        assert_eq!(
+            message(check_backends(&c.backends)),
+            "backend.b.pool.max_sessions_per_principal: must be between 1 and pool.max_sessions",
+            "{share}"
+        );
+    }
+    let defaulted = parse(&format!("{BASE}\npool = {{ max_sessions = 32 }}"));
+    assert_eq!(defaulted.backends["b"].pool.principal_share(), 8);
+    let small = parse(&format!("{BASE}\npool = {{ max_sessions = 2 }}"));
+    assert_eq!(small.backends["b"].pool.principal_share(), 1);
+}
+
+#[test]
+fn zero_max_held_names_max_held() {
+    let c = parse(&format!("{BASE}\n[mrtr]\nmax_held = 0"));
+    assert_eq!(
+        message(check_mrtr(&c.mrtr)),
+        "mrtr.max_held: must be at least 1"
+    );
+}
+
+#[test]
+fn zero_max_held_per_principal_names_max_held_per_principal() {
+    let c = parse(&format!("{BASE}\n[mrtr]\nmax_held_per_principal = 0"));
+    assert_eq!(
+        message(check_mrtr(&c.mrtr)),
+        "mrtr.max_held_per_principal: must be at least 1"
+    );
+}
+
+#[test]
+fn mrtr_check_names_the_key() {
+    let c = parse(&format!("{BASE}\n[mrtr]\nsettle_window = \"500ms\""));
+    assert_eq!(
+        message(check_mrtr(&c.mrtr)),
+        "mrtr.settle_window: must be below 500ms"
+    );
+    let c = parse(&format!("{BASE}\n[mrtr]\nkeys = [\"c2hvcnQ=\"]"));
+    assert_eq!(
+        message(check_mrtr(&c.mrtr)),
+        "mrtr.keys: key 0: must be exactly 32 bytes (got 5)"
+    );
+}
+
+#[test]
+fn fleet_check_names_the_key_and_wants_shared_keys() {
+    let key = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+    let fleet = |table: &str| {
+        parse(&format!(
+            "{BASE}\n[mrtr]\nkeys = [\"{key}\"]\n[fleet]\n{table}"
+        ))
+    };
+    assert!(check_fleet(&fleet("advertise = \"10.0.0.7:8080\"")).is_ok());
+    assert!(check_fleet(&fleet(
+        "advertise = \"[::1]:8080\"\nallowed_peers = [\"::1/128\"]"
+    ))
+    .is_ok());
+    assert!(check_fleet(&fleet("advertise = \"gw-0.gw:8080\"")).is_ok());
+    for bad in ["10.0.0.7", "10.0.0.7:0", ":8080", "u@h:1", "a b:1"] {
+        assert_eq!(
+            message(check_fleet(&fleet(&format!("advertise = \"{bad}\"")))),
+            "fleet.advertise: must be HOST:PORT",
+            "{bad}"
+        );
+    }
+    assert!(message(check_fleet(&fleet("advertise = \"0.0.0.0:8080\""))).contains("wildcard"));
+    assert_eq!(
+        message(check_fleet(&fleet(
+            "advertise = \"h:1\"\npeer_timeout = \"10ms\""
+        ))),
+        "fleet.peer_timeout: must be between 100ms and 60s"
+    );
+    let without_keys = parse(&format!("{BASE}\n[fleet]\nadvertise = \"h:1\""));
+    assert!(
+        message(check_fleet(&without_keys)).starts_with("fleet: needs keys every replica shares")
+    );
+    assert!(toml::from_str::<Config>(&format!(
+        "{BASE}\n[fleet]\nadvertise = \"h:1\"\nallowed_peers = [\"10.0.0.0/33\"]"
+    ))
+    .is_err());
+}

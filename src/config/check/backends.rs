@@ -27,11 +27,13 @@ pub(crate) fn check_backends(
         if backend.roots_settle >= Duration::from_secs(1) {
             return Err(invalid(format!("{key}.roots_settle"), "must be below 1s"));
         }
-        if backend.request_timeout.is_zero() || backend.init_timeout.is_zero() {
-            return Err(invalid(
-                format!("{key}.request_timeout"),
-                "timeouts must be greater than 0",
-            ));
+        for (name, timeout) in [
+            ("request_timeout", backend.request_timeout),
+            ("init_timeout", backend.init_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(invalid(format!("{key}.{name}"), "must be greater than 0"));
+            }
         }
     }
     Ok(())
@@ -47,11 +49,16 @@ fn check_transport(key: &str, backend: &BackendConfig) -> Result<(), ConfigError
                     "required when transport = \"stdio\"",
                 ));
             }
-            if backend.url.is_some() || !backend.headers.is_empty() {
-                return Err(invalid(
-                    format!("{key}.url"),
-                    "url and headers apply to transport = \"http\" only",
-                ));
+            for (name, given) in [
+                ("url", backend.url.is_some()),
+                ("headers", !backend.headers.is_empty()),
+            ] {
+                if given {
+                    return Err(invalid(
+                        format!("{key}.{name}"),
+                        "applies to transport = \"http\" only",
+                    ));
+                }
             }
         }
         TransportKind::Http => {

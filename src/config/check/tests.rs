@@ -107,6 +107,22 @@ fn backends_check_names_the_key() {
         message(check_backends(&c.backends)),
         "backend.b.static_roots[0].uri: must be a file:// URI"
     );
+    // Each key is named as itself.
+    let c = parse(&format!("{BASE}\ninit_timeout = \"0s\""));
+    assert_eq!(
+        message(check_backends(&c.backends)),
+        "backend.b.init_timeout: must be greater than 0"
+    );
+    let c = parse(&format!("{BASE}\nrequest_timeout = \"0s\""));
+    assert_eq!(
+        message(check_backends(&c.backends)),
+        "backend.b.request_timeout: must be greater than 0"
+    );
+    let c = parse(&format!("{BASE}\nheaders = {{ X = \"a\" }}"));
+    assert_eq!(
+        message(check_backends(&c.backends)),
+        "backend.b.headers: applies to transport = \"http\" only"
+    );
 }
 
 #[test]

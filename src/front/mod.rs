@@ -11,7 +11,7 @@
 //! 4. [`authn`]: the bearer token becomes a [`Principal`](authn::Principal) (or 401);
 //! 5. [`crate::http_serve::body`]: a POST's media types, then the body read within its limit
 //!    and timeout;
-//! 6. [`request`]: parsed once, and its era decided: a 2025-11-25 `initialize` or a request
+//! 6. [`parse`]: parsed once ([`request`]), and its era decided: a 2025-11-25 `initialize` or a request
 //!    naming a session becomes a [`LegacyRequest`](crate::legacy::serve::LegacyRequest); a
 //!    2026-07-28 one has its JSON-RPC, `_meta` and headers parsed into an
 //!    [`McpRequest`](request::McpRequest) (notifications end here with 202);
@@ -37,6 +37,7 @@ pub mod observe;
 pub mod origin;
 pub mod owner;
 pub mod param_headers;
+pub mod parse;
 pub mod reply;
 pub mod request;
 pub mod route;
@@ -158,7 +159,7 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
             crate::http_serve::MediaTypes,
         ))
         .layer(read_body)
-        .layer(request::ParseLayer { door: door.clone() })
+        .layer(parse::ParseLayer { door: door.clone() })
         .layer(ValidateRequestHeaderLayer::custom(drain::Drain(Arc::new(
             drain.clone(),
         ))))

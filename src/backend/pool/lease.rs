@@ -3,6 +3,8 @@
 //! caller, closed, or (when it holds a flow's roots) kept only once its backend asked for roots
 //! again.
 
+use std::mem::ManuallyDrop;
+use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,9 +17,11 @@ use crate::config::UnsolicitedPolicy;
 /// before its session is closed instead of lent to another flow.
 const ROOTS_REASK_WAIT: Duration = Duration::from_secs(1);
 
-/// Exclusive use of one session; returned to the pool when dropped (if still healthy).
+/// Exclusive use of one session; returned to the pool when dropped (if still healthy). A lease
+/// always has its session: use it as a `&Session` (`Deref`).
 pub struct Lease {
-    session: Option<Session>,
+    /// Taken out only by `drop`, to be given back to the pool.
+    session: ManuallyDrop<Session>,
     pool: Arc<PoolInner>,
     key: PoolKey,
     /// Given back after the session (declared last, dropped last).
@@ -25,16 +29,28 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// The leased session, always `Some`: the form callers that once had to handle a lease
+    /// without one still use.
     pub fn session(&self) -> Option<&Session> {
-        self.session.as_ref()
+        Some(&self.session)
+    }
+}
+
+impl Deref for Lease {
+    type Target = Session;
+
+    fn deref(&self) -> &Session {
+        &self.session
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(session) = self.session.take() {
-            self.pool.give_back(self.key.clone(), session);
-        }
+        // SAFETY: `session` is taken exactly once, here, and not touched again: the lease is
+        // being dropped, and dropping its fields does not drop a `ManuallyDrop`.
+        #[allow(unsafe_code)]
+        let session = unsafe { ManuallyDrop::take(&mut self.session) };
+        self.pool.give_back(self.key.clone(), session);
     }
 }
 
@@ -46,7 +62,7 @@ impl Pool {
         share: Option<SharePlace>,
     ) -> Lease {
         Lease {
-            session: Some(session),
+            session: ManuallyDrop::new(session),
             pool: self.inner.clone(),
             key: key.clone(),
             _share: share,

@@ -19,6 +19,8 @@ mod reader;
 mod roots;
 mod routing;
 mod shared;
+#[cfg(test)]
+mod tests;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

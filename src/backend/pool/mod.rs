@@ -25,6 +25,8 @@ mod lease;
 mod maintain;
 mod profile;
 mod starting;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};

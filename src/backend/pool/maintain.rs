@@ -79,7 +79,7 @@ pub(super) async fn maintain(inner: Arc<PoolInner>) {
                     &inner.spec,
                     profile,
                     Some(permit),
-                    &inner.init_roots,
+                    &inner.per_backend,
                     Some(inner.feeds.of(&key.principal)),
                 ) => s,
             };

@@ -43,7 +43,7 @@ use self::profile::profile_for;
 use self::starting::{Backoff, CachedInit};
 use super::changes::{Change, Feeds};
 use super::listen::{ListenContext, ListenGuard, Listening};
-use super::session::{InitRoots, Session};
+use super::session::{DroppedNotices, PerBackend, Session};
 use super::BackendSpec;
 
 pub use crate::error::PoolError;
@@ -96,8 +96,9 @@ struct PoolInner {
     backoff: Mutex<Backoff>,
     /// Polite closes and roots re-asks.
     background: TaskTracker,
-    /// Whether this backend asks for roots right after `initialized`.
-    init_roots: Arc<InitRoots>,
+    /// What its sessions share: whether the backend asks for roots right after `initialized`,
+    /// the count of notifications their calls had no room for.
+    per_backend: PerBackend,
     /// What the sessions hear outside calls, per principal.
     feeds: Feeds,
     /// One session per listening principal, outside the call pool's slots.
@@ -144,6 +145,10 @@ impl Pool {
             );
         }
         let pool_wait = metrics.pool_wait.with_label_values(&[spec.name.as_str()]);
+        let per_backend = PerBackend {
+            init_roots: Arc::default(),
+            dropped: DroppedNotices::new(&metrics, &spec.name),
+        };
         let inner = Arc::new(PoolInner {
             spec,
             metrics,
@@ -158,7 +163,7 @@ impl Pool {
                 until: None,
             }),
             background: TaskTracker::new(),
-            init_roots: Arc::default(),
+            per_backend,
             feeds: Feeds::default(),
             listening: Listening::default(),
             stop,
@@ -177,7 +182,7 @@ impl Pool {
         let inner = &self.inner;
         inner.listening.listen(principal, uris, || ListenContext {
             spec: inner.spec.clone(),
-            init_roots: inner.init_roots.clone(),
+            per_backend: inner.per_backend.clone(),
             feed: inner.feeds.of(principal),
             stop: inner.stop.clone(),
             tasks: inner.background.clone(),

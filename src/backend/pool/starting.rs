@@ -48,7 +48,7 @@ impl PoolInner {
             &self.spec,
             profile.clone(),
             Some(permit),
-            &self.init_roots,
+            &self.per_backend,
             feed,
         )
         .await

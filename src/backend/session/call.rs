@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::Value;
-use tokio::sync::mpsc;
 
+use super::queue::CallEvents;
 use super::shared::SessionCore;
 use crate::backend::BackendError;
 use crate::jsonrpc::JsonRpcError;
@@ -42,7 +42,7 @@ pub enum CallEvent {
 pub struct ActiveCall {
     pub(super) core: Arc<SessionCore>,
     pub(super) id: u64,
-    pub(super) events: mpsc::Receiver<CallEvent>,
+    pub(super) events: CallEvents,
     /// Sent and not answered yet.
     pub(super) open: bool,
     /// The request itself, while its prelude runs (not sent yet).
@@ -82,12 +82,12 @@ impl ActiveCall {
 
     /// The session stopped delivering: no event is buffered and none can come.
     pub fn events_closed(&self) -> bool {
-        self.events.is_closed() && self.events.is_empty()
+        self.events.is_finished()
     }
 
     /// An event that already arrived, without waiting.
     pub fn try_next_event(&mut self) -> Option<CallEvent> {
-        let event = self.events.try_recv().ok()?;
+        let event = self.events.try_recv()?;
         if matches!(event, CallEvent::Final(_) | CallEvent::Failed(_)) {
             self.open = false;
         }

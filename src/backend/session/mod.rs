@@ -9,12 +9,14 @@
 //!   call's notifications to the call active on the session ([`answer_locally`] when none
 //!   can see them), list changes to the principal's feed;
 //! - `call` the [`ActiveCall`] a caller holds and the [`CallEvent`]s it receives;
+//! - `queue` the queue between the routing and a call, which the reader never waits on;
 //! - `roots` what the session knows about the roots its backend holds ([`InitRoots`]).
 //!
 //! A call that starts while the backend's questions asked outside any call are waiting is not
 //! sent until they are answered (the prelude of [`Session::start_call`]).
 
 mod call;
+mod queue;
 mod reader;
 mod roots;
 mod routing;
@@ -31,6 +33,8 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
 pub use self::call::{ActiveCall, CallEvent};
+use self::queue::call_queue;
+pub use self::queue::DroppedNotices;
 pub use self::roots::InitRoots;
 pub use self::routing::answer_locally;
 use self::routing::Routing;
@@ -42,9 +46,19 @@ use crate::jsonrpc::{self, JsonRpcError};
 use crate::protocol::{BACKEND_PROTOCOL_VERSION, LEGACY_VERSIONS};
 use crate::sync::LockRecovered;
 
-const EVENT_BUFFER: usize = 256;
+/// Messages a transport may read ahead of the session's reader.
+const TRANSPORT_BUFFER: usize = 256;
 
 static SESSION_NUMBERS: AtomicU64 = AtomicU64::new(1);
+
+/// What the sessions of one backend share.
+#[derive(Clone)]
+pub struct PerBackend {
+    /// What they showed about asking for roots at initialization.
+    pub init_roots: Arc<InitRoots>,
+    /// Counts the notifications their calls had no room for.
+    pub dropped: DroppedNotices,
+}
 
 /// An initialized session, lent out by the pool.
 pub struct Session {
@@ -68,7 +82,7 @@ impl Session {
         spec: &BackendSpec,
         capabilities: Value,
         slot: Option<OwnedSemaphorePermit>,
-        init_roots: &Arc<InitRoots>,
+        per_backend: &PerBackend,
         changes: Option<Arc<Feed>>,
     ) -> Result<Self, BackendError> {
         let number = SESSION_NUMBERS.fetch_add(1, Ordering::Relaxed);
@@ -79,7 +93,7 @@ impl Session {
                 spec,
                 capabilities,
                 slot,
-                init_roots,
+                per_backend,
                 changes,
                 number,
                 span.clone(),
@@ -93,12 +107,12 @@ impl Session {
         spec: &BackendSpec,
         capabilities: Value,
         slot: Option<OwnedSemaphorePermit>,
-        init_roots: &Arc<InitRoots>,
+        per_backend: &PerBackend,
         changes: Option<Arc<Feed>>,
         number: u64,
         span: tracing::Span,
     ) -> Result<Self, BackendError> {
-        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        let (tx, rx) = mpsc::channel(TRANSPORT_BUFFER);
         let transport = Transport::connect(spec, tx).await?;
         let core = Arc::new(SessionCore {
             number,
@@ -113,9 +127,10 @@ impl Session {
             roots_settle: spec.config.roots_settle,
             reasks_roots: capabilities.get("roots").is_some()
                 && spec.config.unsolicited == UnsolicitedPolicy::Defer,
-            init_roots: init_roots.clone(),
+            init_roots: per_backend.init_roots.clone(),
             asked: Notify::new(),
             changes,
+            dropped: per_backend.dropped.clone(),
         });
         let reader = tokio::spawn(tracing::Instrument::instrument(
             reader::read_loop(core.clone(), rx),
@@ -208,8 +223,8 @@ impl Session {
         params: Option<Value>,
         timeout: Duration,
     ) -> Result<Result<Value, JsonRpcError>, BackendError> {
-        let (tx, mut rx) = mpsc::channel(EVENT_BUFFER);
-        let id = self.core.send_request(method, params, tx, false)?;
+        let (sink, mut events) = call_queue(&self.core.dropped);
+        let id = self.core.send_request(method, params, sink, false)?;
         // Dropped unanswered (the caller went away), the id must not keep the session busy.
         let _forget = ForgetOnDrop {
             core: &self.core,
@@ -217,7 +232,7 @@ impl Session {
         };
         let wait = async {
             loop {
-                match rx.recv().await {
+                match events.recv().await {
                     Some(CallEvent::Final(outcome)) => {
                         return Ok(outcome.map(|result| {
                             // Raw JSON the transport checked: it parses.
@@ -284,7 +299,7 @@ impl Session {
         params: Option<Value>,
         interruptible: bool,
     ) -> Result<ActiveCall, BackendError> {
-        let (tx, rx) = mpsc::channel(EVENT_BUFFER);
+        let (sink, events) = call_queue(&self.core.dropped);
         let deferred = if interruptible {
             let mut routing = self.core.routing();
             if !routing.roots_fit(true) {
@@ -300,11 +315,11 @@ impl Session {
         };
         let (id, unsent) = if deferred.is_empty() {
             (
-                self.core.send_request(method, params, tx.clone(), true)?,
+                self.core.send_request(method, params, sink.clone(), true)?,
                 None,
             )
         } else {
-            let id = match self.core.register(tx.clone(), true) {
+            let id = match self.core.register(sink.clone(), true) {
                 Ok(id) => id,
                 Err(e) => {
                     for (id, method, _) in deferred {
@@ -322,19 +337,16 @@ impl Session {
                 params,
                 deferred: true,
             };
-            if let Err(mpsc::error::TrySendError::Full(CallEvent::ServerRequest {
-                id,
-                method,
-                ..
-            })) = tx.try_send(event)
-            {
+            // A question is never dropped: should the call be gone, the backend still gets an
+            // answer.
+            if let Err(CallEvent::ServerRequest { id, method, .. }) = sink.deliver(event) {
                 let _ = self.core.respond(id, answer_locally(&method));
             }
         }
         Ok(ActiveCall {
             core: self.core.clone(),
             id,
-            events: rx,
+            events,
             open: unsent.is_none(),
             unsent,
         })

@@ -10,9 +10,9 @@ use std::collections::HashMap;
 
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 use super::call::CallEvent;
+use super::queue::CallSink;
 use super::roots::InitRoots;
 use super::shared::SessionCore;
 use crate::backend::changes::Change;
@@ -43,8 +43,8 @@ pub fn answer_locally(method: &str) -> Result<Value, JsonRpcError> {
 
 #[derive(Default)]
 pub(super) struct Routing {
-    pub(super) pending: HashMap<u64, mpsc::Sender<CallEvent>>,
-    pub(super) active: Option<(u64, mpsc::Sender<CallEvent>)>,
+    pub(super) pending: HashMap<u64, CallSink>,
+    pub(super) active: Option<(u64, CallSink)>,
     /// The gateway cancelled a request here: whatever the backend still sends for it (late
     /// questions included) could be taken for the next caller's, so the session is not lent
     /// again.
@@ -107,7 +107,7 @@ impl Routing {
 
 impl SessionCore {
     /// The backend answered one of the gateway's requests.
-    pub(super) async fn answered(&self, id: Value, outcome: Result<Box<RawValue>, JsonRpcError>) {
+    pub(super) fn answered(&self, id: Value, outcome: Result<Box<RawValue>, JsonRpcError>) {
         let Some(num) = id.as_u64() else {
             tracing::debug!(backend = %self.backend, %id, "answer to an unknown request id; ignored");
             return;
@@ -121,13 +121,13 @@ impl SessionCore {
             sink
         };
         if let Some(sink) = sink {
-            let _ = sink.send(CallEvent::Final(outcome)).await;
+            let _ = sink.deliver(CallEvent::Final(outcome));
         }
     }
 
     /// A request from the backend: answered here (`ping`, static roots), given to the active
     /// call, or handled as unsolicited.
-    pub(super) async fn server_request(&self, id: Value, method: String, params: Option<Value>) {
+    pub(super) fn server_request(&self, id: Value, method: String, params: Option<Value>) {
         if method == "ping" {
             let _ = self.respond(id, Ok(json!({})));
             return;
@@ -147,7 +147,7 @@ impl SessionCore {
                     params,
                     deferred: false,
                 };
-                if sink.send(event).await.is_err() {
+                if sink.deliver(event).is_err() {
                     let _ = self.respond(id, answer_locally(&method));
                 }
             }
@@ -158,7 +158,7 @@ impl SessionCore {
     /// A notification from the backend: a call's (progress, log, a withdrawn question, a
     /// completed elicitation) goes to the active call; a list change or resource update to the
     /// principal's feed; anything else is not relayed.
-    pub(super) async fn notification(&self, method: String, params: Option<Value>) {
+    pub(super) fn notification(&self, method: String, params: Option<Value>) {
         let params = params.unwrap_or_else(|| json!({}));
         let event = match method.as_str() {
             "notifications/progress" => CallEvent::Progress(params),
@@ -196,7 +196,7 @@ impl SessionCore {
             let _ = self.tell_roots_changed();
         }
         if let Some(sink) = active {
-            let _ = sink.send(event).await;
+            let _ = sink.deliver(event);
         }
     }
 
@@ -249,7 +249,7 @@ impl SessionCore {
         let Some(num) = id.as_u64() else { return };
         let sink = self.routing().pending.remove(&num);
         if let Some(sink) = sink {
-            let _ = sink.try_send(CallEvent::Failed(BackendError::Connect(reason)));
+            let _ = sink.deliver(CallEvent::Failed(BackendError::Connect(reason)));
         }
     }
 
@@ -266,7 +266,7 @@ impl SessionCore {
         self.asked.notify_waiters();
         tracing::debug!(backend = %self.backend, session = self.number, %reason, "backend session closed");
         for sink in sinks {
-            let _ = sink.try_send(CallEvent::Failed(BackendError::Closed(reason.clone())));
+            let _ = sink.deliver(CallEvent::Failed(BackendError::Closed(reason.clone())));
         }
     }
 }

@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::Notify;
 
-use super::call::CallEvent;
+use super::queue::{CallSink, DroppedNotices};
 use super::roots::InitRoots;
 use super::routing::Routing;
 use crate::backend::changes::Feed;
@@ -40,6 +40,8 @@ pub(super) struct SessionCore {
     pub(super) asked: Notify,
     /// Where the list changes and resource updates this session hears go: its principal's feed.
     pub(super) changes: Option<Arc<Feed>>,
+    /// Counts the notifications its calls had no room for.
+    pub(super) dropped: DroppedNotices,
 }
 
 impl SessionCore {
@@ -48,11 +50,7 @@ impl SessionCore {
         self.routing.lock_recovered()
     }
 
-    pub(super) fn register(
-        &self,
-        sink: mpsc::Sender<CallEvent>,
-        active: bool,
-    ) -> Result<u64, BackendError> {
+    pub(super) fn register(&self, sink: CallSink, active: bool) -> Result<u64, BackendError> {
         let mut routing = self.routing();
         if let Some(reason) = &routing.dead {
             return Err(BackendError::Closed(reason.clone()));
@@ -70,7 +68,7 @@ impl SessionCore {
         &self,
         method: &str,
         params: Option<Value>,
-        sink: mpsc::Sender<CallEvent>,
+        sink: CallSink,
         active: bool,
     ) -> Result<u64, BackendError> {
         let id = self.register(sink, active)?;

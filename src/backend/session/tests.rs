@@ -4,13 +4,15 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::queue::MAX_QUEUED_NOTICES;
 use super::*;
 use crate::backend::changes::{Change, Feeds};
 use crate::backend::test_peer::{notification, progress, request, TestPeer, WAIT};
 use crate::jsonrpc::codes;
+use crate::metrics::Metrics;
 
 async fn connect(peer: &TestPeer, extra: &str, capabilities: Value) -> Session {
-    connect_with(peer, extra, capabilities, None).await
+    connect_with(peer, extra, capabilities, None, &Metrics::new()).await
 }
 
 async fn connect_with(
@@ -18,16 +20,15 @@ async fn connect_with(
     extra: &str,
     capabilities: Value,
     changes: Option<Arc<Feed>>,
+    metrics: &Metrics,
 ) -> Session {
-    Session::connect(
-        &peer.spec(extra),
-        capabilities,
-        None,
-        &Arc::default(),
-        changes,
-    )
-    .await
-    .unwrap()
+    let per_backend = PerBackend {
+        init_roots: Arc::default(),
+        dropped: DroppedNotices::new(metrics, "peer"),
+    };
+    Session::connect(&peer.spec(extra), capabilities, None, &per_backend, changes)
+        .await
+        .unwrap()
 }
 
 async fn next(call: &mut ActiveCall) -> CallEvent {
@@ -175,7 +176,7 @@ async fn notifications_outside_any_call_reach_no_later_call_and_changes_reach_th
     let mut peer = TestPeer::start().await;
     let feed = Feeds::default().of("someone");
     let mut changes = feed.subscribe();
-    let session = connect_with(&peer, "", json!({}), Some(feed)).await;
+    let session = connect_with(&peer, "", json!({}), Some(feed), &Metrics::new()).await;
     peer.send_outside(progress("t0", 1));
     peer.send_outside(notification(
         "notifications/message",
@@ -337,4 +338,70 @@ async fn dropping_an_unanswered_call_cancels_it_and_the_session_is_not_lent_agai
     assert_eq!(cancelled["params"]["requestId"], backend.id);
     assert!(session.is_alive());
     assert!(!session.is_reusable());
+}
+
+/// A call held for its client's retry takes none of its events; a backend that keeps sending
+/// notifications meanwhile must not stop the session's reader. What the call must see still
+/// reaches it; the notices past its room are dropped and counted.
+#[tokio::test]
+async fn a_held_call_s_unread_notifications_do_not_stall_the_session() {
+    const FLOOD: usize = 1000;
+    let mut peer = TestPeer::start().await;
+    let metrics = Metrics::new();
+    let session = connect_with(&peer, "", json!({ "elicitation": {} }), None, &metrics).await;
+    let params = json!({ "name": "slow", "_meta": { "progressToken": "t1" } });
+    let mut call = session
+        .start_call("tools/call", Some(params), true)
+        .unwrap();
+    let backend = peer.next_call().await;
+    for n in 0..FLOOD {
+        backend.send(progress("t1", n as u64));
+    }
+    backend.send(notification(
+        "notifications/message",
+        json!({ "level": "info", "data": "still working" }),
+    ));
+    // After the flood, on the same stream: the backend's ping, then a question for the client.
+    backend.send(request("p1", "ping", json!({})));
+    backend.send(request("q1", "elicitation/create", elicitation()));
+    let pong = peer.answer_to("p1").await;
+    assert!(
+        pong.is_ok(),
+        "the session stopped reading: the backend's ping went unanswered ({})",
+        pong.unwrap_err()
+    );
+    // The gateway's own requests on the session are still answered.
+    session.request("ping", None, WAIT).await.unwrap().unwrap();
+
+    // The call, resumed: the notices it had room for, in order, then the question.
+    let mut kept = Vec::new();
+    loop {
+        match next(&mut call).await {
+            CallEvent::Progress(p) => kept.push(p["progress"].as_u64().unwrap()),
+            CallEvent::ServerRequest { id, .. } => {
+                assert_eq!(id, json!("q1"));
+                break;
+            }
+            other => panic!("expected progress or the question, got {other:?}"),
+        }
+    }
+    assert_eq!(kept, (0..MAX_QUEUED_NOTICES as u64).collect::<Vec<_>>());
+    let dropped = |kind| {
+        metrics
+            .backend_events_dropped
+            .with_label_values(&["peer", kind])
+            .get()
+    };
+    assert_eq!(dropped("progress"), (FLOOD - MAX_QUEUED_NOTICES) as u64);
+    assert_eq!(dropped("log"), 1);
+
+    // Taken events make room again; the answer comes last.
+    backend.send(progress("t1", 5000));
+    backend.answer(json!({ "done": true }));
+    match next(&mut call).await {
+        CallEvent::Progress(p) => assert_eq!(p["progress"], 5000),
+        other => panic!("expected progress, got {other:?}"),
+    }
+    assert_eq!(final_result(next(&mut call).await), json!({ "done": true }));
+    assert_eq!(dropped("progress"), (FLOOD - MAX_QUEUED_NOTICES) as u64);
 }

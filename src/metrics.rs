@@ -37,6 +37,8 @@ pub struct Metrics {
     pub legacy_sessions: IntGauge,
     /// 2025-11-25 client sessions ended, by reason.
     pub legacy_session_ends: IntCounterVec,
+    /// Backend notifications a call had no room for, by backend and kind.
+    pub backend_events_dropped: IntCounterVec,
 }
 
 fn must<T>(metric: Result<T, prometheus::Error>) -> T {
@@ -186,6 +188,15 @@ impl Metrics {
             ),
             &["reason"],
         ));
+        let backend_events_dropped = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_backend_events_dropped_total",
+                "Backend notifications dropped because their call had no room for them (a call \
+                 held for its client's retry reads nothing), by backend and kind (progress, log, \
+                 elicitation_complete).",
+            ),
+            &["backend", "kind"],
+        ));
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(requests_by_era.clone()),
@@ -207,6 +218,7 @@ impl Metrics {
             Box::new(listens.clone()),
             Box::new(connections.clone()),
             Box::new(connection_closes.clone()),
+            Box::new(backend_events_dropped.clone()),
         ] {
             must(registry.register(collector));
         }
@@ -232,6 +244,7 @@ impl Metrics {
             requests_by_era,
             legacy_sessions,
             legacy_session_ends,
+            backend_events_dropped,
         }
     }
 
@@ -266,6 +279,10 @@ mod tests {
             .with_label_values(&["/mcp", crate::protocol::Method::ToolsCall.label(), "ok"])
             .inc();
         metrics.redemptions.with_label_values(&["tampered"]).inc();
+        metrics
+            .backend_events_dropped
+            .with_label_values(&["b", "progress"])
+            .inc();
         let text = metrics.render();
         assert!(
             text.contains(
@@ -274,5 +291,8 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("mrtr_redemptions_total{result=\"tampered\"} 1"));
+        assert!(
+            text.contains("mrtr_backend_events_dropped_total{backend=\"b\",kind=\"progress\"} 1")
+        );
     }
 }

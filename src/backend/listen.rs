@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::changes::Feed;
-use super::session::{InitRoots, Session};
+use super::session::{PerBackend, Session};
 use super::BackendSpec;
 use crate::sync::LockRecovered;
 
@@ -89,7 +89,7 @@ impl Drop for ListenGuard {
 /// What [`keep_listening`] needs of its pool.
 pub struct ListenContext {
     pub spec: Arc<BackendSpec>,
-    pub init_roots: Arc<InitRoots>,
+    pub per_backend: PerBackend,
     pub feed: Arc<Feed>,
     pub stop: CancellationToken,
     pub tasks: tokio_util::task::TaskTracker,
@@ -176,7 +176,7 @@ async fn keep_listening(
                     &context.spec,
                     json!({}),
                     None,
-                    &context.init_roots,
+                    &context.per_backend,
                     Some(context.feed.clone()),
                 ) => started,
             };

@@ -15,6 +15,8 @@ pub mod listen;
 pub mod pool;
 pub mod session;
 pub mod stdio;
+#[cfg(test)]
+mod test_peer;
 
 use std::sync::{Arc, Mutex};
 

@@ -48,14 +48,14 @@ fn parse_algorithm(name: &str) -> Option<Algorithm> {
 }
 
 /// The authenticator of one route.
-pub enum Authenticator {
+pub(crate) enum Authenticator {
     None,
     Bearer(HashMap<String, String>),
     Jwt(Box<JwtVerifier>),
 }
 
 impl Authenticator {
-    pub fn new(config: &AuthConfig, client: Option<HttpClient>) -> Result<Self, AuthError> {
+    pub(crate) fn new(config: &AuthConfig, client: Option<HttpClient>) -> Result<Self, AuthError> {
         match config {
             AuthConfig::None => Ok(Self::None),
             AuthConfig::Bearer { tokens } => {
@@ -79,12 +79,12 @@ impl Authenticator {
         }
     }
 
-    pub fn required(&self) -> bool {
+    pub(crate) fn required(&self) -> bool {
         !matches!(self, Self::None)
     }
 
     /// The principal of a request, or why it is refused.
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<String, AuthError> {
+    pub(crate) async fn authenticate(&self, headers: &HeaderMap) -> Result<String, AuthError> {
         match self {
             Self::Jwt(verifier) => verifier.verify(bearer_token(headers)?).await,
             _ => self
@@ -95,7 +95,10 @@ impl Authenticator {
 
     /// The answer of a mode that needs no I/O (`none`, `bearer`); `None` for `jwt`, whose
     /// keys may have to be fetched.
-    pub fn authenticate_now(&self, headers: &HeaderMap) -> Option<Result<String, AuthError>> {
+    pub(crate) fn authenticate_now(
+        &self,
+        headers: &HeaderMap,
+    ) -> Option<Result<String, AuthError>> {
         match self {
             Self::None => Some(Ok(ANONYMOUS.to_string())),
             Self::Bearer(by_digest) => Some(bearer_token(headers).and_then(|token| {
@@ -128,7 +131,7 @@ struct KeySet {
     fetched: Instant,
 }
 
-pub struct JwtVerifier {
+pub(crate) struct JwtVerifier {
     issuer: String,
     audience: String,
     algorithms: Vec<Algorithm>,

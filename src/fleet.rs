@@ -41,11 +41,11 @@ use crate::metrics::Metrics;
 use crate::protocol::Method;
 
 /// Marks a request one replica forwarded to another; its value is the forwarder's address.
-pub const FORWARDED_BY: HeaderName = HeaderName::from_static("mrtr-forwarded-by");
+pub(crate) const FORWARDED_BY: HeaderName = HeaderName::from_static("mrtr-forwarded-by");
 
 /// Set by an owner that answers a forwarded retry with `owner_unavailable` (it was restarted,
 /// or the state names yet another replica), so the forwarder counts the result as such.
-pub const OWNER_UNAVAILABLE: HeaderName = HeaderName::from_static("mrtr-owner-unavailable");
+pub(crate) const OWNER_UNAVAILABLE: HeaderName = HeaderName::from_static("mrtr-owner-unavailable");
 
 /// Headers of one connection only (RFC 9110 §7.6.1), never forwarded.
 const HOP_BY_HOP: [&str; 9] = [
@@ -61,12 +61,12 @@ const HOP_BY_HOP: [&str; 9] = [
 ];
 
 /// The forwarder's address, when another replica forwarded this request.
-pub fn forwarded_by(headers: &HeaderMap) -> Option<&HeaderValue> {
+pub(crate) fn forwarded_by(headers: &HeaderMap) -> Option<&HeaderValue> {
     headers.get(FORWARDED_BY)
 }
 
 /// What a replica needs to reach the others, shared by every route.
-pub struct Fleet {
+pub(crate) struct Fleet {
     /// This replica's `fleet.advertise`, the marker's value.
     advertise: HeaderValue,
     allowed_peers: Vec<ipnet::IpNet>,
@@ -83,7 +83,7 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    pub fn new(
+    pub(crate) fn new(
         config: &FleetConfig,
         keep_alive: Duration,
         metrics: Arc<Metrics>,
@@ -104,22 +104,22 @@ impl Fleet {
     }
 
     /// Forwards whose answer is still being relayed.
-    pub fn forwarding(&self) -> usize {
+    pub(crate) fn forwarding(&self) -> usize {
         self.forwarding.load(Ordering::Acquire)
     }
 
     /// How long a forwarder waits for an owner's response head.
-    pub fn peer_timeout(&self) -> Duration {
+    pub(crate) fn peer_timeout(&self) -> Duration {
         self.peer_timeout
     }
 
     /// Between SSE keep-alive comments of an answer started early.
-    pub fn keep_alive(&self) -> Duration {
+    pub(crate) fn keep_alive(&self) -> Duration {
         self.keep_alive
     }
 
     /// A retry no replica can finish (its owner was restarted), refused here.
-    pub fn count_unavailable(&self) {
+    pub(crate) fn count_unavailable(&self) {
         self.metrics
             .forwarded_retries
             .with_label_values(&["owner_unavailable"])
@@ -196,7 +196,7 @@ impl Fleet {
 
     /// Sends a retry (the HTTP request as it came, with its JSON-RPC id and method) to the
     /// replica holding its call, and relays the answer.
-    pub async fn forward_retry(
+    pub(crate) async fn forward_retry(
         self: Arc<Self>,
         owner: String,
         parts: http::request::Parts,
@@ -241,7 +241,7 @@ impl Fleet {
     /// A 2025-11-25 session's request (POST, GET stream or DELETE), to the replica holding the
     /// session, and its answer relayed. Not counted in [`Fleet::forwarding`]: a GET stream
     /// lasts as long as the client wants, and the drain does not wait for it.
-    pub async fn forward_session(
+    pub(crate) async fn forward_session(
         self: Arc<Self>,
         owner: String,
         parts: http::request::Parts,

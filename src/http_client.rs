@@ -12,7 +12,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
-pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub(crate) type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 /// The TLS provider could not be set up.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -51,7 +51,7 @@ static TRUST_ROOTS: LazyLock<Arc<rustls::RootCertStore>> = LazyLock::new(|| {
     Arc::new(roots)
 });
 
-pub fn new_client() -> Result<HttpClient, TlsSetupError> {
+pub(crate) fn new_client() -> Result<HttpClient, TlsSetupError> {
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
     // Requests and SSE events are small writes that must not wait for Nagle's algorithm.
@@ -78,7 +78,7 @@ pub fn new_client() -> Result<HttpClient, TlsSetupError> {
 }
 
 /// Whether a response is an SSE stream (`Content-Type: text/event-stream`, any case).
-pub fn is_event_stream(headers: &http::HeaderMap) -> bool {
+pub(crate) fn is_event_stream(headers: &http::HeaderMap) -> bool {
     headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

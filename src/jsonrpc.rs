@@ -12,22 +12,22 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 /// Error codes the gateway reads or writes.
-pub mod codes {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL_ERROR: i64 = -32603;
+pub(crate) mod codes {
+    pub(crate) const PARSE_ERROR: i64 = -32700;
+    pub(crate) const INVALID_REQUEST: i64 = -32600;
+    pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
+    pub(crate) const INVALID_PARAMS: i64 = -32602;
+    pub(crate) const INTERNAL_ERROR: i64 = -32603;
     /// 2025-11-25 "resource not found"; retired in 2026-07-28.
-    pub const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
+    pub(crate) const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
     /// 2025-11-25 URL elicitation required; retired in 2026-07-28.
-    pub const LEGACY_URL_ELICITATION_REQUIRED: i64 = -32042;
-    pub const HEADER_MISMATCH: i64 = -32020;
-    pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
-    pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+    pub(crate) const LEGACY_URL_ELICITATION_REQUIRED: i64 = -32042;
+    pub(crate) const HEADER_MISMATCH: i64 = -32020;
+    pub(crate) const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+    pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
     /// The range 2026-07-28 reserves for codes the spec defines.
-    pub const RESERVED_MCP_LOW: i64 = -32099;
-    pub const RESERVED_MCP_HIGH: i64 = -32020;
+    pub(crate) const RESERVED_MCP_LOW: i64 = -32099;
+    pub(crate) const RESERVED_MCP_HIGH: i64 = -32020;
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,7 +84,7 @@ impl JsonRpcError {
 
 /// One JSON-RPC message, classified by the members it has.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Message {
+pub(crate) enum Message {
     Request {
         id: Value,
         method: String,
@@ -102,7 +102,7 @@ pub enum Message {
 
 /// Why a JSON value is not a JSON-RPC 2.0 message.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ShapeError {
+pub(crate) enum ShapeError {
     #[error("message must be a JSON object")]
     NotObject,
     #[error("\"jsonrpc\" must be \"2.0\"")]
@@ -118,7 +118,7 @@ pub enum ShapeError {
 }
 
 /// True for ids JSON-RPC allows as request ids here: strings and integers (never null).
-pub fn is_valid_id(id: &Value) -> bool {
+pub(crate) fn is_valid_id(id: &Value) -> bool {
     match id {
         Value::String(_) => true,
         Value::Number(n) => n.is_i64() || n.is_u64(),
@@ -128,7 +128,7 @@ pub fn is_valid_id(id: &Value) -> bool {
 
 /// One message read from a peer.
 #[derive(Debug)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     /// A successful answer, its `result` as the peer wrote it.
     Answer { id: Value, result: Box<RawValue> },
     /// Anything else, parsed whole (for [`Message::classify`]).
@@ -151,7 +151,7 @@ struct Peek<'a> {
 }
 
 /// Decodes what a peer sent: one message or a batch of them.
-pub fn decode(text: &str) -> Result<Vec<Incoming>, serde_json::Error> {
+pub(crate) fn decode(text: &str) -> Result<Vec<Incoming>, serde_json::Error> {
     if text.trim_start().starts_with('[') {
         let items: Vec<&RawValue> = serde_json::from_str(text)?;
         return items
@@ -180,7 +180,7 @@ fn decode_one(text: &str) -> Result<Incoming, serde_json::Error> {
 }
 
 impl Message {
-    pub fn classify(value: Value) -> Result<Self, ShapeError> {
+    pub(crate) fn classify(value: Value) -> Result<Self, ShapeError> {
         let Value::Object(mut obj) = value else {
             return Err(ShapeError::NotObject);
         };
@@ -217,7 +217,7 @@ impl Message {
     }
 }
 
-pub fn request(id: Value, method: &str, params: Option<Value>) -> Value {
+pub(crate) fn request(id: Value, method: &str, params: Option<Value>) -> Value {
     let mut obj = Map::new();
     obj.insert("jsonrpc".into(), json!("2.0"));
     obj.insert("id".into(), id);
@@ -228,7 +228,7 @@ pub fn request(id: Value, method: &str, params: Option<Value>) -> Value {
     Value::Object(obj)
 }
 
-pub fn notification(method: &str, params: Option<Value>) -> Value {
+pub(crate) fn notification(method: &str, params: Option<Value>) -> Value {
     let mut obj = Map::new();
     obj.insert("jsonrpc".into(), json!("2.0"));
     obj.insert("method".into(), json!(method));
@@ -241,7 +241,7 @@ pub fn notification(method: &str, params: Option<Value>) -> Value {
 /// A result's top-level members, each kept as the backend wrote it: stamping adds and replaces
 /// members without building a tree of the rest (`content`, `structuredContent`, `contents`).
 /// Sorted by name, as a `serde_json::Value` object is.
-pub type RawObject = BTreeMap<String, Box<RawValue>>;
+pub(crate) type RawObject = BTreeMap<String, Box<RawValue>>;
 
 /// A value as raw JSON.
 pub fn raw(value: &Value) -> Box<RawValue> {
@@ -252,13 +252,13 @@ pub fn raw(value: &Value) -> Box<RawValue> {
 /// A success response serialized with its result as given: a [`RawObject`] is written member
 /// by member, without becoming a `Value` first.
 #[derive(Serialize)]
-pub struct ResultMessage<'a, R: Serialize> {
+pub(crate) struct ResultMessage<'a, R: Serialize> {
     jsonrpc: &'static str,
     id: &'a Value,
     result: R,
 }
 
-pub fn result_message<R: Serialize>(id: &Value, result: R) -> ResultMessage<'_, R> {
+pub(crate) fn result_message<R: Serialize>(id: &Value, result: R) -> ResultMessage<'_, R> {
     ResultMessage {
         jsonrpc: "2.0",
         id,
@@ -266,7 +266,7 @@ pub fn result_message<R: Serialize>(id: &Value, result: R) -> ResultMessage<'_, 
     }
 }
 
-pub fn result_response(id: Value, result: Value) -> Value {
+pub(crate) fn result_response(id: Value, result: Value) -> Value {
     // Built by moving the values in: `json!` would copy `result` through serialization.
     let mut obj = Map::with_capacity(3);
     obj.insert("jsonrpc".into(), Value::from("2.0"));
@@ -276,7 +276,7 @@ pub fn result_response(id: Value, result: Value) -> Value {
 }
 
 /// An error response; `id` is null when the request's id could not be read (JSON-RPC 2.0 §5).
-pub fn error_response(id: Option<Value>, error: &JsonRpcError) -> Value {
+pub(crate) fn error_response(id: Option<Value>, error: &JsonRpcError) -> Value {
     let mut obj = Map::new();
     obj.insert("jsonrpc".into(), json!("2.0"));
     obj.insert("id".into(), id.unwrap_or(Value::Null));

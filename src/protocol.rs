@@ -5,32 +5,34 @@
 use serde::Deserialize;
 
 /// Revisions the front speaks.
-pub const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28"];
+pub(crate) const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28"];
 
 /// The revision the gateway asks its backends for.
-pub const BACKEND_PROTOCOL_VERSION: &str = "2025-11-25";
+pub(crate) const BACKEND_PROTOCOL_VERSION: &str = "2025-11-25";
 
 /// The session-based revisions: what a backend may answer `initialize` with (their messages are
 /// compatible for what the gateway forwards), and what a 2025-11-25 client's session may carry
 /// in `MCP-Protocol-Version`.
-pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub(crate) const LEGACY_VERSIONS: &[&str] =
+    &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// The header naming the revision of a request (both eras).
-pub const PROTOCOL_VERSION_HEADER: http::HeaderName =
+pub(crate) const PROTOCOL_VERSION_HEADER: http::HeaderName =
     http::HeaderName::from_static("mcp-protocol-version");
 
 /// The header naming a 2025-11-25 session, on both sides (a client's is the gateway's own).
-pub const SESSION_ID_HEADER: http::HeaderName = http::HeaderName::from_static("mcp-session-id");
+pub(crate) const SESSION_ID_HEADER: http::HeaderName =
+    http::HeaderName::from_static("mcp-session-id");
 
 /// The prefix of the `_meta` keys 2026-07-28 reserves; none of them reach a 2025 backend.
-pub const META_PREFIX: &str = "io.modelcontextprotocol/";
-pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub(crate) const META_PREFIX: &str = "io.modelcontextprotocol/";
+pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub(crate) const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+pub(crate) const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
 /// RFC 5424 levels, lowest first.
-pub const LOG_LEVELS: &[&str] = &[
+pub(crate) const LOG_LEVELS: &[&str] = &[
     "debug",
     "info",
     "notice",
@@ -42,7 +44,7 @@ pub const LOG_LEVELS: &[&str] = &[
 ];
 
 /// A level's place in [`LOG_LEVELS`]; `None` for a name that is not a level.
-pub fn log_level_rank(level: &str) -> Option<usize> {
+pub(crate) fn log_level_rank(level: &str) -> Option<usize> {
     LOG_LEVELS.iter().position(|l| *l == level)
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-pub trait LockRecovered<T> {
+pub(crate) trait LockRecovered<T> {
     fn lock_recovered(&self) -> MutexGuard<'_, T>;
 }
 
@@ -14,7 +14,7 @@ impl<T> LockRecovered<T> for Mutex<T> {
     }
 }
 
-pub trait RwLockRecovered<T> {
+pub(crate) trait RwLockRecovered<T> {
     fn read_recovered(&self) -> RwLockReadGuard<'_, T>;
     fn write_recovered(&self) -> RwLockWriteGuard<'_, T>;
 }

@@ -21,7 +21,7 @@ use tokio::sync::broadcast;
 use crate::sync::{LockRecovered, RwLockRecovered};
 
 /// Within this window, a repeated list change of one principal is published once.
-pub const DEDUP_WINDOW: Duration = Duration::from_millis(250);
+pub(crate) const DEDUP_WINDOW: Duration = Duration::from_millis(250);
 /// Changes a slow listener may fall behind by before it misses some.
 const FEED_CAPACITY: usize = 256;
 
@@ -127,14 +127,14 @@ impl Feed {
 
 /// The feeds of one backend, by principal.
 #[derive(Default)]
-pub struct Feeds {
+pub(crate) struct Feeds {
     by_principal: Mutex<HashMap<String, Arc<Feed>>>,
     lists: Arc<ListChanges>,
 }
 
 impl Feeds {
     /// The principal's feed, created on first use.
-    pub fn of(&self, principal: &str) -> Arc<Feed> {
+    pub(crate) fn of(&self, principal: &str) -> Arc<Feed> {
         let mut feeds = self.by_principal.lock_recovered();
         if let Some(feed) = feeds.get(principal) {
             return feed.clone();
@@ -145,17 +145,17 @@ impl Feeds {
     }
 
     /// How many tool list changes any session of the backend announced so far.
-    pub fn tools_generation(&self) -> u64 {
+    pub(crate) fn tools_generation(&self) -> u64 {
         self.lists.tools_generation.load(Ordering::Acquire)
     }
 
     /// When any session of the backend last announced a list change.
-    pub fn last_list_change(&self) -> Option<Instant> {
+    pub(crate) fn last_list_change(&self) -> Option<Instant> {
         *self.lists.last.read_recovered()
     }
 
     /// Forgets feeds nobody listens to and no session publishes to.
-    pub fn prune(&self) {
+    pub(crate) fn prune(&self) {
         self.by_principal
             .lock_recovered()
             .retain(|_, feed| Arc::strong_count(feed) > 1 || feed.sender.receiver_count() > 0);

@@ -54,7 +54,7 @@ struct Shared {
     inbound: mpsc::Sender<TransportEvent>,
 }
 
-pub struct HttpTransport {
+pub(crate) struct HttpTransport {
     shared: Arc<Shared>,
     outbox: Outbox<Outgoing>,
     writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -72,7 +72,7 @@ enum Outgoing {
 }
 
 impl HttpTransport {
-    pub fn new(
+    pub(crate) fn new(
         spec: &BackendSpec,
         inbound: mpsc::Sender<TransportEvent>,
     ) -> Result<Self, BackendError> {
@@ -119,7 +119,7 @@ impl HttpTransport {
     /// A request is POSTed at once, in its own task, unless a one-way message is still queued
     /// (it must land first, e.g. `notifications/initialized`); everything else goes through
     /// the writer, in order.
-    pub fn send(&self, message: Encoded) -> Result<(), BackendError> {
+    pub(crate) fn send(&self, message: Encoded) -> Result<(), BackendError> {
         if message.request_id.is_none() {
             self.one_way_queued.fetch_add(1, Ordering::AcqRel);
             let queued = self.outbox.send(Outgoing::Message(message));
@@ -141,14 +141,14 @@ impl HttpTransport {
         Ok(())
     }
 
-    pub fn initialized(&self, protocol_version: &str) {
+    pub(crate) fn initialized(&self, protocol_version: &str) {
         if let Ok(value) = HeaderValue::from_str(protocol_version) {
             *self.shared.protocol_version.write_recovered() = Some(value);
         }
         let _ = self.outbox.send(Outgoing::OpenStandaloneStream);
     }
 
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let requests = self.requests.lock_recovered().take();
         // Dropping the set aborts the requests still waiting for answers.
         drop(requests);

@@ -44,7 +44,7 @@ struct Listener {
 
 /// The listening sessions of one backend, by principal.
 #[derive(Default)]
-pub struct Listening {
+pub(crate) struct Listening {
     by_principal: Mutex<HashMap<String, Weak<Listener>>>,
 }
 
@@ -87,7 +87,7 @@ impl Drop for ListenGuard {
 }
 
 /// What [`keep_listening`] needs of its pool.
-pub struct ListenContext {
+pub(crate) struct ListenContext {
     pub spec: Arc<BackendSpec>,
     pub per_backend: PerBackend,
     pub feed: Arc<Feed>,
@@ -98,7 +98,7 @@ pub struct ListenContext {
 impl Listening {
     /// A listener of `principal` for `uris` (subscribed when the backend supports it): the
     /// principal's listening session is started if it is not running yet.
-    pub fn listen(
+    pub(crate) fn listen(
         &self,
         principal: &str,
         uris: &[String],
@@ -145,7 +145,7 @@ impl Listening {
     }
 
     /// Principals with a listening session.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.by_principal
             .lock_recovered()
             .values()

@@ -9,12 +9,12 @@
 //!
 //! Nothing here knows about 2026-07-28; the front decides what reaches a client.
 
-pub mod changes;
-pub mod http;
-pub mod listen;
-pub mod pool;
-pub mod session;
-pub mod stdio;
+pub(crate) mod changes;
+mod http;
+pub(crate) mod listen;
+pub(crate) mod pool;
+pub(crate) mod session;
+mod stdio;
 #[cfg(test)]
 mod test_peer;
 
@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use crate::config::{BackendConfig, TransportKind};
 use crate::sync::LockRecovered;
 
-pub use crate::error::BackendError;
+pub(crate) use crate::error::BackendError;
 
 impl From<crate::jsonrpc::Incoming> for TransportEvent {
     fn from(message: crate::jsonrpc::Incoming) -> Self {
@@ -42,7 +42,7 @@ impl From<crate::jsonrpc::Incoming> for TransportEvent {
 
 /// What a transport reports to its session.
 #[derive(Debug)]
-pub enum TransportEvent {
+pub(crate) enum TransportEvent {
     Message(Value),
     /// A successful answer, its result as the backend wrote it.
     Answer {
@@ -83,7 +83,7 @@ impl BackendSpec {
 
 /// One connection to a backend: a child process or an HTTP session, and the largest message
 /// it takes.
-pub struct Transport {
+pub(crate) struct Transport {
     link: Link,
     /// `max_message_bytes`, or the transport's default: checked on each message as written.
     message_limit: Option<usize>,
@@ -96,7 +96,7 @@ enum Link {
 }
 
 /// A message as it goes on the wire: serialized once, where its size is known.
-pub struct Encoded {
+pub(crate) struct Encoded {
     /// The id of a request, whose response the transport reads; `None` for a notification or
     /// an answer to a server request.
     pub request_id: Option<Value>,
@@ -116,7 +116,7 @@ impl Encoded {
 }
 
 impl Transport {
-    pub async fn connect(
+    pub(crate) async fn connect(
         spec: &BackendSpec,
         inbound: mpsc::Sender<TransportEvent>,
     ) -> Result<Self, BackendError> {
@@ -137,7 +137,7 @@ impl Transport {
     /// larger than the backend takes is refused here, never written: the gateway adds to what
     /// the client sent (trace context, its own progress token), so the client's size says
     /// nothing about it.
-    pub fn send(&self, message: Value) -> Result<(), BackendError> {
+    pub(crate) fn send(&self, message: Value) -> Result<(), BackendError> {
         let encoded = Encoded::new(&message);
         if let Some(limit) = self.message_limit {
             if encoded.bytes.len() > limit {
@@ -155,14 +155,14 @@ impl Transport {
 
     /// Called once `initialize` succeeded: HTTP starts sending `MCP-Protocol-Version` and opens
     /// the standalone GET stream.
-    pub fn initialized(&self, protocol_version: &str) {
+    pub(crate) fn initialized(&self, protocol_version: &str) {
         if let Link::Http(t) = &self.link {
             t.initialized(protocol_version);
         }
     }
 
     /// Ends the connection politely: stdin EOF then signals for stdio, DELETE for HTTP.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         match &self.link {
             Link::Stdio(t) => t.shutdown().await,
             Link::Http(t) => t.shutdown().await,
@@ -171,14 +171,14 @@ impl Transport {
 }
 
 /// The queue a transport's writer task drains; closing it is how a transport stops writing.
-pub struct Outbox<T>(Mutex<Option<mpsc::UnboundedSender<T>>>);
+pub(crate) struct Outbox<T>(Mutex<Option<mpsc::UnboundedSender<T>>>);
 
 impl<T> Outbox<T> {
-    pub fn new(sender: mpsc::UnboundedSender<T>) -> Self {
+    pub(crate) fn new(sender: mpsc::UnboundedSender<T>) -> Self {
         Self(Mutex::new(Some(sender)))
     }
 
-    pub fn send(&self, item: T) -> Result<(), BackendError> {
+    pub(crate) fn send(&self, item: T) -> Result<(), BackendError> {
         let guard = self.0.lock_recovered();
         match guard.as_ref() {
             Some(tx) => tx
@@ -188,7 +188,7 @@ impl<T> Outbox<T> {
         }
     }
 
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         self.0.lock_recovered().take();
     }
 }

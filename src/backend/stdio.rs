@@ -22,14 +22,14 @@ use crate::sync::LockRecovered;
 /// How long a child gets after stdin EOF, and again after SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_millis(1500);
 
-pub struct StdioTransport {
+pub(crate) struct StdioTransport {
     outbox: Outbox<Bytes>,
     child: Mutex<Option<Child>>,
     tasks: Mutex<JoinSet<()>>,
 }
 
 impl StdioTransport {
-    pub fn spawn(
+    pub(crate) fn spawn(
         spec: &BackendSpec,
         inbound: mpsc::Sender<TransportEvent>,
     ) -> Result<Self, BackendError> {
@@ -128,12 +128,12 @@ impl StdioTransport {
         })
     }
 
-    pub fn send(&self, message: Encoded) -> Result<(), BackendError> {
+    pub(crate) fn send(&self, message: Encoded) -> Result<(), BackendError> {
         self.outbox.send(message.bytes)
     }
 
     /// stdin EOF, wait; SIGTERM, wait; then SIGKILL (the 2025-11-25 shutdown sequence).
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         self.outbox.close();
         let child = self.child.lock_recovered().take();
         if let Some(mut child) = child {

@@ -25,12 +25,12 @@ use crate::config::BackendConfig;
 use crate::protocol::BACKEND_PROTOCOL_VERSION;
 
 /// How long a test waits for what must happen.
-pub const WAIT: Duration = Duration::from_secs(5);
+pub(super) const WAIT: Duration = Duration::from_secs(5);
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// A request the gateway sent, waiting for what the test has the backend send on its stream.
-pub struct PeerCall {
+pub(super) struct PeerCall {
     pub id: Value,
     pub method: String,
     pub params: Option<Value>,
@@ -39,12 +39,12 @@ pub struct PeerCall {
 
 impl PeerCall {
     /// Writes one message on this request's SSE stream.
-    pub fn send(&self, message: Value) {
+    pub(super) fn send(&self, message: Value) {
         let _ = self.stream.send(message);
     }
 
     /// Answers the request; its stream ends.
-    pub fn answer(self, result: Value) {
+    pub(super) fn answer(self, result: Value) {
         self.send(json!({ "jsonrpc": "2.0", "id": self.id, "result": result }));
     }
 }
@@ -56,7 +56,7 @@ struct Shared {
     outside: Mutex<Option<mpsc::UnboundedReceiver<Value>>>,
 }
 
-pub struct TestPeer {
+pub(super) struct TestPeer {
     pub url: String,
     calls: mpsc::UnboundedReceiver<PeerCall>,
     posted: mpsc::UnboundedReceiver<Value>,
@@ -71,7 +71,7 @@ impl Drop for TestPeer {
 }
 
 impl TestPeer {
-    pub async fn start() -> Self {
+    pub(super) async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let (calls_tx, calls) = mpsc::unbounded_channel();
@@ -109,7 +109,7 @@ impl TestPeer {
     }
 
     /// What a session needs to reach this peer; `extra` is more of the backend's TOML table.
-    pub fn spec(&self, extra: &str) -> Arc<BackendSpec> {
+    pub(super) fn spec(&self, extra: &str) -> Arc<BackendSpec> {
         let config: BackendConfig = toml::from_str(&format!(
             "transport = \"http\"\nurl = \"{}\"\n{extra}",
             self.url
@@ -119,7 +119,7 @@ impl TestPeer {
     }
 
     /// The next request the gateway sent that the peer does not answer itself.
-    pub async fn next_call(&mut self) -> PeerCall {
+    pub(super) async fn next_call(&mut self) -> PeerCall {
         tokio::time::timeout(WAIT, self.calls.recv())
             .await
             .expect("no request reached the backend in time")
@@ -128,7 +128,10 @@ impl TestPeer {
 
     /// The next message without a request the gateway posted that satisfies `wanted`; the
     /// others before it are skipped.
-    pub async fn posted(&mut self, wanted: impl Fn(&Value) -> bool) -> Result<Value, String> {
+    pub(super) async fn posted(
+        &mut self,
+        wanted: impl Fn(&Value) -> bool,
+    ) -> Result<Value, String> {
         let found = tokio::time::timeout(WAIT, async {
             while let Some(message) = self.posted.recv().await {
                 if wanted(&message) {
@@ -145,26 +148,26 @@ impl TestPeer {
     }
 
     /// The answer the gateway posted to the peer's request `id`.
-    pub async fn answer_to(&mut self, id: &str) -> Result<Value, String> {
+    pub(super) async fn answer_to(&mut self, id: &str) -> Result<Value, String> {
         self.posted(|m| m.get("id") == Some(&json!(id)) && m.get("method").is_none())
             .await
     }
 
     /// Writes one message on the standalone GET stream, outside any call.
-    pub fn send_outside(&self, message: Value) {
+    pub(super) fn send_outside(&self, message: Value) {
         let _ = self.outside.send(message);
     }
 }
 
-pub fn request(id: &str, method: &str, params: Value) -> Value {
+pub(super) fn request(id: &str, method: &str, params: Value) -> Value {
     json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
 }
 
-pub fn notification(method: &str, params: Value) -> Value {
+pub(super) fn notification(method: &str, params: Value) -> Value {
     json!({ "jsonrpc": "2.0", "method": method, "params": params })
 }
 
-pub fn progress(token: &str, progress: u64) -> Value {
+pub(super) fn progress(token: &str, progress: u64) -> Value {
     notification(
         "notifications/progress",
         json!({ "progressToken": token, "progress": progress }),

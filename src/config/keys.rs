@@ -6,7 +6,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
 /// Length of an AES-256-GCM key.
-pub const KEY_LEN: usize = 32;
+pub(super) const KEY_LEN: usize = 32;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {

@@ -110,7 +110,7 @@ fn answer(gateway: &Gateway, request: &Request<Incoming>) -> Response<Body> {
 }
 
 /// Serves the admin endpoints until `stop`; connections are tracked and end with it.
-pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>, stop: CancellationToken) {
+pub(crate) async fn serve(listener: TcpListener, gateway: Arc<Gateway>, stop: CancellationToken) {
     let builder = auto::Builder::new(TokioExecutor::new());
     let mut connections = JoinSet::new();
     loop {
@@ -138,7 +138,7 @@ pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>, stop: Cancellat
 
 /// Readiness needs each backend to have initialized a session once: tries until it has, every
 /// 2 s, until `stop`.
-pub async fn probe_until_ready(pool: Arc<Pool>, stop: CancellationToken) {
+pub(crate) async fn probe_until_ready(pool: Arc<Pool>, stop: CancellationToken) {
     loop {
         let result = tokio::select! {
             _ = stop.cancelled() => return,

@@ -17,10 +17,10 @@ use crate::http_serve::{error_response, Body};
 
 /// Who the request is from: a token's digest, a JWT subject, or `anonymous`.
 #[derive(Debug, Clone)]
-pub struct Principal(pub String);
+pub(crate) struct Principal(pub String);
 
 #[derive(Clone)]
-pub struct Authenticate {
+pub(crate) struct Authenticate {
     pub route: Arc<Route>,
 }
 

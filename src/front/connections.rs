@@ -72,13 +72,13 @@ impl Drop for InFlight {
 }
 
 /// A response body that keeps its request in flight until it is written or dropped.
-pub struct Tracked<B> {
+pub(crate) struct Tracked<B> {
     body: B,
     _in_flight: InFlight,
 }
 
 impl<B> Tracked<B> {
-    pub fn new(body: B, in_flight: InFlight) -> Self {
+    pub(crate) fn new(body: B, in_flight: InFlight) -> Self {
         Self {
             body,
             _in_flight: in_flight,

@@ -30,7 +30,7 @@ use crate::mrtr::Bridge;
 use crate::protocol::Method;
 
 #[derive(Clone)]
-pub struct Dispatch {
+pub(crate) struct Dispatch {
     pub route: Arc<Route>,
     pub bridge: Arc<Bridge>,
     pub listens: Arc<Listens>,

@@ -16,7 +16,7 @@ use crate::legacy::serve::LegacyRequest;
 /// Cancelled when the drain starts. Behind an `Arc`: the stack is cloned per request, and a
 /// token's clone takes a lock.
 #[derive(Clone)]
-pub struct Drain(pub Arc<CancellationToken>);
+pub(crate) struct Drain(pub Arc<CancellationToken>);
 
 impl ValidateRequest<Inbound> for Drain {
     type ResponseBody = Body;

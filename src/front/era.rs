@@ -20,7 +20,7 @@ use crate::http_serve::{error_response, Body};
 use crate::legacy::serve::Door;
 
 #[derive(Clone)]
-pub struct EraLayer {
+pub(crate) struct EraLayer {
     /// `None` where the route serves 2026-07-28 only (parsing never yields a legacy request
     /// there).
     pub door: Option<Arc<Door>>,
@@ -38,7 +38,7 @@ impl<S> Layer<S> for EraLayer {
 }
 
 #[derive(Clone)]
-pub struct Eras<S> {
+pub(crate) struct Eras<S> {
     inner: S,
     door: Option<Arc<Door>>,
 }

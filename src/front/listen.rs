@@ -36,7 +36,7 @@ const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// What a listen asked for (`params.notifications`), or what it is given.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Filter {
+pub(crate) struct Filter {
     pub tools_list_changed: bool,
     pub prompts_list_changed: bool,
     pub resources_list_changed: bool,
@@ -46,7 +46,7 @@ pub struct Filter {
 
 impl Filter {
     /// Parses `params.notifications`; a missing filter asks for nothing.
-    pub fn parse(params: &Map<String, Value>) -> Result<Self, GatewayError> {
+    pub(crate) fn parse(params: &Map<String, Value>) -> Result<Self, GatewayError> {
         let Some(notifications) = params.get("notifications") else {
             return Ok(Self::default());
         };
@@ -89,7 +89,7 @@ impl Filter {
     }
 
     /// The part of this filter a backend with these 2025-11-25 capabilities can deliver.
-    pub fn honoured(&self, capabilities: &Value) -> Self {
+    pub(crate) fn honoured(&self, capabilities: &Value) -> Self {
         let offers = |kind: &str, flag: &str| {
             capabilities
                 .get(kind)
@@ -110,7 +110,7 @@ impl Filter {
     }
 
     /// The `notifications` object of the acknowledgement: the fields honoured, nothing else.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let mut out = Map::new();
         for (key, on) in [
             ("toolsListChanged", self.tools_list_changed),
@@ -129,7 +129,7 @@ impl Filter {
 
     /// Whether this listen wants the change. An update of a sub-resource of a subscribed URI
     /// counts.
-    pub fn wants(&self, change: &Change) -> bool {
+    pub(crate) fn wants(&self, change: &Change) -> bool {
         match change {
             Change::ToolsListChanged => self.tools_list_changed,
             Change::PromptsListChanged => self.prompts_list_changed,
@@ -151,7 +151,7 @@ impl Filter {
 }
 
 /// What a listen needs from the front.
-pub struct Listens {
+pub(crate) struct Listens {
     pub quota: Arc<Quota>,
     pub keep_alive: Duration,
     /// Cancelled when the gateway starts to drain: every listen then ends with its result.
@@ -161,7 +161,7 @@ pub struct Listens {
 impl Listens {
     /// Opens a listen: its place in the limits, the principal's listening session, and the
     /// stream.
-    pub async fn open(
+    pub(crate) async fn open(
         &self,
         route: &Route,
         principal: String,

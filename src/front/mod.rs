@@ -26,23 +26,23 @@
 //! owner's, relayed).
 //! [`server`] owns the listeners and start/stop, [`route`] the routes, [`admin`] the ops surface.
 
-pub mod admin;
-pub mod authn;
-pub mod connections;
-pub mod dispatch;
-pub mod drain;
-pub mod era;
-pub mod listen;
-pub mod observe;
-pub mod origin;
-pub mod owner;
-pub mod param_headers;
-pub mod parse;
-pub mod reply;
-pub mod request;
-pub mod route;
-pub mod server;
-pub mod translate;
+mod admin;
+mod authn;
+mod connections;
+mod dispatch;
+mod drain;
+mod era;
+mod listen;
+mod observe;
+mod origin;
+mod owner;
+mod param_headers;
+mod parse;
+mod reply;
+pub(crate) mod request;
+mod route;
+mod server;
+pub(crate) mod translate;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -73,7 +73,7 @@ use crate::mrtr::Bridge;
 /// One route's stack, from the raw HTTP request to its response, shared by every connection.
 /// Each request gets its own clone of the stack (cheap: the layers hold `Arc`s).
 #[derive(Clone)]
-pub struct RouteService(Arc<dyn Fn(Request<Incoming>) -> ResponseFuture + Send + Sync>);
+pub(crate) struct RouteService(Arc<dyn Fn(Request<Incoming>) -> ResponseFuture + Send + Sync>);
 
 type ResponseFuture = BoxFuture<'static, Result<Response<RouteBody>, Infallible>>;
 

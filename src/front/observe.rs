@@ -89,12 +89,12 @@ impl RouteMetrics {
 }
 
 #[derive(Clone)]
-pub struct ObserveLayer {
+pub(crate) struct ObserveLayer {
     route: Arc<RouteMetrics>,
 }
 
 impl ObserveLayer {
-    pub fn new(route: &str, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(route: &str, metrics: Arc<Metrics>) -> Self {
         Self {
             route: Arc::new(RouteMetrics::new(route, metrics)),
         }
@@ -113,7 +113,7 @@ impl<S> Layer<S> for ObserveLayer {
 }
 
 #[derive(Clone)]
-pub struct Observe<S> {
+pub(crate) struct Observe<S> {
     inner: S,
     layer: ObserveLayer,
 }

@@ -12,7 +12,7 @@ use crate::http_serve::{error_response, Body};
 
 /// Host and Origin allow-lists (DNS-rebinding protection).
 #[derive(Debug, Clone)]
-pub struct OriginPolicy {
+pub(crate) struct OriginPolicy {
     /// Lower-case host names without port; `None` accepts any.
     hosts: Option<Vec<String>>,
     /// Lower-case `scheme://host[:port]`; an entry without port matches any port.
@@ -22,7 +22,7 @@ pub struct OriginPolicy {
 const LOOPBACK_NAMES: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
 
 impl OriginPolicy {
-    pub fn new(
+    pub(crate) fn new(
         listen_is_loopback: bool,
         allowed_hosts: Option<&[String]>,
         allowed_origins: Option<&[String]>,
@@ -49,7 +49,11 @@ impl OriginPolicy {
     }
 
     /// `authority` is the request URI's, which HTTP/2 sends instead of a Host header.
-    pub fn check(&self, headers: &HeaderMap, authority: Option<&str>) -> Result<(), GatewayError> {
+    pub(crate) fn check(
+        &self,
+        headers: &HeaderMap,
+        authority: Option<&str>,
+    ) -> Result<(), GatewayError> {
         if let Some(hosts) = &self.hosts {
             let host = headers
                 .get(HOST)
@@ -96,7 +100,7 @@ fn strip_port(host: &str) -> &str {
 /// The allow-lists as a layer's check, shared: the stack is cloned per request. HTTP/2 sends the
 /// authority in the URI, not in `Host`.
 #[derive(Clone)]
-pub struct CheckOrigin(pub Arc<OriginPolicy>);
+pub(crate) struct CheckOrigin(pub Arc<OriginPolicy>);
 
 impl<B> ValidateRequest<B> for CheckOrigin {
     type ResponseBody = Body;
@@ -112,7 +116,7 @@ impl<B> ValidateRequest<B> for CheckOrigin {
 /// A 2026-07-28 endpoint answers POST only (405 with `Allow: POST`); where 2025-11-25 clients
 /// are served, GET and DELETE naming a session (`Mcp-Session-Id`) pass too.
 #[derive(Clone, Copy)]
-pub struct PostOnly {
+pub(crate) struct PostOnly {
     pub sessions: bool,
 }
 

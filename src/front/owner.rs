@@ -25,7 +25,7 @@ use crate::mrtr::{Bridge, Location};
 
 /// Puts the owner check in front of dispatch; without `[fleet]` every request passes.
 #[derive(Clone)]
-pub struct OwnerLayer {
+pub(crate) struct OwnerLayer {
     pub fleet: Option<Arc<Fleet>>,
     pub bridge: Arc<Bridge>,
 }
@@ -43,7 +43,7 @@ impl<S> Layer<S> for OwnerLayer {
 }
 
 #[derive(Clone)]
-pub struct Owner<S> {
+pub(crate) struct Owner<S> {
     inner: S,
     fleet: Option<Arc<Fleet>>,
     bridge: Arc<Bridge>,

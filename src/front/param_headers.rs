@@ -12,7 +12,7 @@ use crate::http_serve::{decode_header_value, header_str};
 
 /// One annotated argument: where it sits in `arguments` and which header mirrors it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParamHeader {
+pub(crate) struct ParamHeader {
     /// `Mcp-Param-<name>`, lower-cased for lookup.
     header: String,
     /// The property path from `arguments`.
@@ -27,7 +27,7 @@ fn is_token(name: &str) -> bool {
 }
 
 /// The annotations of a tool, or `None` when any is invalid (the whole tool is then invalid).
-pub fn annotations(tool: &Value) -> Option<Vec<ParamHeader>> {
+pub(crate) fn annotations(tool: &Value) -> Option<Vec<ParamHeader>> {
     fn walk(schema: &Value, path: &mut Vec<String>, out: &mut Vec<ParamHeader>) -> Option<()> {
         let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
             return Some(());
@@ -64,7 +64,7 @@ pub fn annotations(tool: &Value) -> Option<Vec<ParamHeader>> {
 
 /// What the gateway knows of each tool's annotated arguments, per route.
 #[derive(Debug, Default)]
-pub struct ToolHeaders {
+pub(crate) struct ToolHeaders {
     tools: DashMap<String, Vec<ParamHeader>>,
     /// The backend's tools generation the annotations were learned under: after a
     /// `notifications/tools/list_changed` they are forgotten until the next `tools/list`.
@@ -82,7 +82,7 @@ impl ToolHeaders {
 
     /// Records the annotations of the tools in a `tools/list` result, listed under this tools
     /// generation.
-    pub fn learn(&self, result: &Value, tools_generation: u64) {
+    pub(crate) fn learn(&self, result: &Value, tools_generation: u64) {
         self.follow(tools_generation);
         let Some(tools) = result.get("tools").and_then(Value::as_array) else {
             return;
@@ -103,7 +103,7 @@ impl ToolHeaders {
     }
 
     /// Checks the `Mcp-Param-*` headers of a `tools/call` against its arguments.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         tool: &str,
         arguments: Option<&Value>,

@@ -25,7 +25,7 @@ use crate::protocol::{Method, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER, SUPPOR
 /// issued is a modern request with a stray header: the header is ignored, as 2026-07-28 has no
 /// sessions. Any other session id takes the legacy path, where an unknown one gets 404.
 #[derive(Clone)]
-pub struct ParseLayer {
+pub(crate) struct ParseLayer {
     /// `None` where the route serves 2026-07-28 only: a session id means nothing there.
     pub door: Option<Arc<Door>>,
 }
@@ -42,7 +42,7 @@ impl<S> Layer<S> for ParseLayer {
 }
 
 #[derive(Clone)]
-pub struct Parse<S> {
+pub(crate) struct Parse<S> {
     inner: S,
     door: Option<Arc<Door>>,
 }

@@ -30,7 +30,7 @@ use crate::mrtr::{Event, Outcome, Started};
 use crate::protocol::Method;
 
 /// What a route's stack answers with: its bodies as panic catching wraps them.
-pub type RouteBody = tower_http::body::UnsyncBoxBody<Bytes, tower::BoxError>;
+pub(crate) type RouteBody = tower_http::body::UnsyncBoxBody<Bytes, tower::BoxError>;
 
 /// A response of the MCP listener: a route's stack's, or the router's own (404, metadata).
 /// Either way the body is used as it is, not boxed once more.
@@ -83,7 +83,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
 }
 
 /// How the answer to one forwarded request is written.
-pub struct Reply {
+pub(crate) struct Reply {
     pub route: Arc<Route>,
     pub id: Value,
     pub method: Method,
@@ -94,7 +94,7 @@ pub struct Reply {
 impl Reply {
     /// The response to a call's first answer. A stream still open when `calls_end` is
     /// cancelled ends with [`GatewayError::ShutDown`] as its last event.
-    pub fn started(
+    pub(crate) fn started(
         self,
         started: Started,
         keep_alive: Duration,

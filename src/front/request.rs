@@ -92,7 +92,7 @@ pub enum Parsed {
 /// part.
 // Built once and moved once per request, as `Parsed` is.
 #[allow(clippy::large_enum_variant)]
-pub enum Inbound {
+pub(crate) enum Inbound {
     /// A 2026-07-28 request.
     Modern(McpRequest),
     /// A 2025-11-25 client's: its `initialize`, or a request naming its session.
@@ -114,7 +114,7 @@ fn reject(id: Option<&Value>, error: GatewayError) -> Rejection {
 }
 
 /// A POST body as one JSON-RPC message (either era): JSON, and not a batch.
-pub fn read_message(body: &[u8]) -> Result<Value, GatewayError> {
+pub(crate) fn read_message(body: &[u8]) -> Result<Value, GatewayError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| GatewayError::Parse(e.to_string()))?;
     if value.is_array() {
@@ -273,7 +273,7 @@ fn meta_trace(params: &Map<String, Value>) -> Vec<(&'static str, String)> {
 }
 
 /// W3C trace context from the HTTP headers (`traceparent`, `tracestate`).
-pub fn trace_context(headers: &HeaderMap) -> Vec<(&'static str, String)> {
+pub(crate) fn trace_context(headers: &HeaderMap) -> Vec<(&'static str, String)> {
     ["traceparent", "tracestate"]
         .into_iter()
         .filter_map(|name| {

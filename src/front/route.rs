@@ -15,10 +15,10 @@ use crate::http_serve::{error_response, json_response, Body};
 use crate::metrics::Metrics;
 
 /// Where protected resource metadata is served: this prefix, then the route's path.
-pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+pub(crate) const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// One MCP endpoint and the backend behind it.
-pub struct Route {
+pub(crate) struct Route {
     pub config: RouteConfig,
     /// Handed to the bridge, which leases its sessions.
     pub pool: Arc<Pool>,
@@ -30,7 +30,7 @@ pub struct Route {
 
 impl Route {
     /// The backend's most recent `InitializeResult` (its `serverInfo` stamps every result).
-    pub fn backend_init(&self) -> Option<Arc<Value>> {
+    pub(crate) fn backend_init(&self) -> Option<Arc<Value>> {
         self.pool.cached_init()
     }
 
@@ -50,7 +50,7 @@ impl Route {
 
     /// Where this endpoint's protected resource metadata lives: the well-known path inserted
     /// before the resource's path (RFC 9728 §3.1).
-    pub fn resource_metadata_url(&self, headers: &HeaderMap) -> String {
+    pub(crate) fn resource_metadata_url(&self, headers: &HeaderMap) -> String {
         let resource = self.resource(headers);
         match resource.split_once("://") {
             Some((scheme, rest)) => {
@@ -62,7 +62,7 @@ impl Route {
     }
 
     /// The metadata document: GET only, and only for a route that authenticates.
-    pub fn resource_metadata<B>(&self, request: &Request<B>) -> Response<Body> {
+    pub(crate) fn resource_metadata<B>(&self, request: &Request<B>) -> Response<Body> {
         if request.method() != Method::GET {
             return error_response(None, &GatewayError::MethodNotAllowed);
         }

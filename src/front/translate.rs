@@ -81,7 +81,7 @@ fn put(result: &mut RawObject, key: &str, value: &(impl Serialize + ?Sized)) {
 }
 
 /// An `InputRequiredResult` gets the server's identity and nothing else: no cache hints.
-pub fn stamp_interim(result: Value, server_info: Option<&Value>) -> Value {
+pub(crate) fn stamp_interim(result: Value, server_info: Option<&Value>) -> Value {
     let mut result = match result {
         Value::Object(map) => map,
         _ => Map::new(),
@@ -97,7 +97,7 @@ pub fn stamp_interim(result: Value, server_info: Option<&Value>) -> Value {
 /// `InitializeResult.capabilities` as a 2026-07-28 server states them. Tasks are dropped (the
 /// 2026 tasks extension is another protocol). `listChanged` and `resources.subscribe` are kept:
 /// `subscriptions/listen` delivers them.
-pub fn discover_capabilities(backend: &Value) -> Value {
+pub(crate) fn discover_capabilities(backend: &Value) -> Value {
     let mut out = Map::new();
     for key in ["tools", "prompts", "resources"] {
         let Some(offered) = backend.get(key).and_then(Value::as_object) else {
@@ -122,7 +122,7 @@ pub fn discover_capabilities(backend: &Value) -> Value {
     Value::Object(out)
 }
 
-pub fn discover_result(init: &Value, route: &RouteConfig) -> RawObject {
+pub(crate) fn discover_result(init: &Value, route: &RouteConfig) -> RawObject {
     let mut result = Map::new();
     result.insert("supportedVersions".into(), json!(SUPPORTED_VERSIONS));
     result.insert(

@@ -23,7 +23,7 @@ use crate::metrics::Metrics;
 
 /// `Content-Type` and `Accept` of a POST as a layer's check.
 #[derive(Clone, Copy)]
-pub struct MediaTypes;
+pub(crate) struct MediaTypes;
 
 impl<B> ValidateRequest<B> for MediaTypes {
     type ResponseBody = Body;
@@ -58,7 +58,7 @@ fn media_types<'a>(
 }
 
 /// Whether `Accept` admits `wanted` (wildcards count, `q=0` refuses).
-pub fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
+pub(crate) fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     let major = wanted.split('/').next().unwrap_or_default();
     media_types(headers, ACCEPT).any(|a| {
         a.eq_ignore_ascii_case(wanted)
@@ -89,7 +89,7 @@ pub fn check_media_types(headers: &HeaderMap) -> Result<(), GatewayError> {
 
 /// Reads the body whole: `Request<B>` becomes `Request<Bytes>`.
 #[derive(Clone)]
-pub struct ReadBodyLayer {
+pub(crate) struct ReadBodyLayer {
     pub max_bytes: usize,
     pub timeout: Duration,
     pub metrics: std::sync::Arc<Metrics>,
@@ -107,7 +107,7 @@ impl<S> Layer<S> for ReadBodyLayer {
 }
 
 #[derive(Clone)]
-pub struct ReadBody<S> {
+pub(crate) struct ReadBody<S> {
     inner: S,
     limits: ReadBodyLayer,
 }
@@ -145,7 +145,7 @@ where
 }
 
 /// The body of `request`, whole, within the limits.
-pub async fn read<B>(
+pub(crate) async fn read<B>(
     request: Request<B>,
     limits: &ReadBodyLayer,
 ) -> Result<Request<Bytes>, GatewayError>

@@ -24,7 +24,10 @@ pub fn decode_header_value(raw: &str) -> Result<String, String> {
 
 /// A request-metadata header's one value. The same header twice with different values is
 /// refused: a proxy that reads the other one would route the request differently.
-pub fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, GatewayError> {
+pub(crate) fn header_str<'a>(
+    headers: &'a HeaderMap,
+    name: &str,
+) -> Result<Option<&'a str>, GatewayError> {
     let mut values = headers.get_all(name).iter();
     let Some(first) = values.next() else {
         return Ok(None);

@@ -4,15 +4,15 @@
 
 pub(crate) mod body;
 pub(crate) mod headers;
-pub(crate) mod response;
-pub(crate) mod sse;
+mod response;
+mod sse;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use self::body::{accepts, MediaTypes, ReadBodyLayer};
-pub use self::headers::{decode_header_value, header_str};
-pub use self::response::{
+pub(crate) use self::body::{accepts, MediaTypes, ReadBodyLayer};
+pub(crate) use self::headers::{decode_header_value, header_str};
+pub(crate) use self::response::{
     empty, error_outcome, error_response, full, json_bytes_response, json_response, labeled,
     labeled_in, not_found, panicked, Body, Labels,
 };
-pub use self::sse::{answer_early, sse_event, sse_frame, sse_response, KEEP_ALIVE};
+pub(crate) use self::sse::{answer_early, sse_event, sse_frame, sse_response, KEEP_ALIVE};

@@ -17,15 +17,15 @@ use crate::jsonrpc;
 use crate::protocol::{Era, Method};
 
 /// The body of every front response. Boxed with a boxed error, as panic catching needs.
-pub type Body = UnsyncBoxBody<Bytes, tower::BoxError>;
+pub(crate) type Body = UnsyncBoxBody<Bytes, tower::BoxError>;
 
-pub fn full(bytes: impl Into<Bytes>) -> Body {
+pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into())
         .map_err(|never: Infallible| match never {})
         .boxed_unsync()
 }
 
-pub fn empty(status: StatusCode) -> Response<Body> {
+pub(crate) fn empty(status: StatusCode) -> Response<Body> {
     let mut response = Response::new(
         Empty::new()
             .map_err(|never: Infallible| match never {})
@@ -35,18 +35,21 @@ pub fn empty(status: StatusCode) -> Response<Body> {
     response
 }
 
-pub fn not_found() -> Response<Body> {
+pub(crate) fn not_found() -> Response<Body> {
     let mut response = Response::new(full("not found\n"));
     *response.status_mut() = StatusCode::NOT_FOUND;
     response
 }
 
-pub fn json_response(status: StatusCode, message: &(impl Serialize + ?Sized)) -> Response<Body> {
+pub(crate) fn json_response(
+    status: StatusCode,
+    message: &(impl Serialize + ?Sized),
+) -> Response<Body> {
     json_bytes_response(status, serde_json::to_vec(message).unwrap_or_default())
 }
 
 /// A JSON response whose body is already written.
-pub fn json_bytes_response(status: StatusCode, body: Vec<u8>) -> Response<Body> {
+pub(crate) fn json_bytes_response(status: StatusCode, body: Vec<u8>) -> Response<Body> {
     let mut response = Response::new(full(body));
     *response.status_mut() = status;
     response
@@ -56,7 +59,7 @@ pub fn json_bytes_response(status: StatusCode, body: Vec<u8>) -> Response<Body> 
 }
 
 /// A JSON-RPC error with the status [`GatewayError::http_status`] gives it.
-pub fn error_response(id: Option<Value>, error: &GatewayError) -> Response<Body> {
+pub(crate) fn error_response(id: Option<Value>, error: &GatewayError) -> Response<Body> {
     let mut response = json_response(
         error.http_status(),
         &jsonrpc::error_response(id, &error.to_jsonrpc()),
@@ -74,19 +77,23 @@ pub fn error_response(id: Option<Value>, error: &GatewayError) -> Response<Body>
 
 /// What a response was, for metrics: set by whoever builds it.
 #[derive(Clone, Copy)]
-pub struct Labels {
+pub(crate) struct Labels {
     pub method: Method,
     pub outcome: &'static str,
     /// The protocol era the request was served in.
     pub era: Era,
 }
 
-pub fn labeled(response: Response<Body>, method: Method, outcome: &'static str) -> Response<Body> {
+pub(crate) fn labeled(
+    response: Response<Body>,
+    method: Method,
+    outcome: &'static str,
+) -> Response<Body> {
     labeled_in(response, method, outcome, Era::Modern)
 }
 
 /// [`labeled`], for a response of the given era.
-pub fn labeled_in(
+pub(crate) fn labeled_in(
     mut response: Response<Body>,
     method: Method,
     outcome: &'static str,
@@ -101,7 +108,7 @@ pub fn labeled_in(
 }
 
 /// The outcome label of a request answered with `error`: the client's fault, or not.
-pub fn error_outcome(error: &GatewayError) -> &'static str {
+pub(crate) fn error_outcome(error: &GatewayError) -> &'static str {
     if error.http_status().is_client_error() {
         "rejected"
     } else {
@@ -110,7 +117,7 @@ pub fn error_outcome(error: &GatewayError) -> &'static str {
 }
 
 /// The answer to a request whose handling panicked: a JSON-RPC internal error, 500.
-pub fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
+pub(crate) fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
     let detail = panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

@@ -17,15 +17,15 @@ use crate::http_client::is_event_stream;
 use crate::protocol::Method;
 
 /// The SSE comment that keeps an idle stream's connection open.
-pub const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+pub(crate) const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
 /// One JSON-RPC message as an SSE event.
-pub fn sse_frame(message: &(impl Serialize + ?Sized)) -> Bytes {
+pub(crate) fn sse_frame(message: &(impl Serialize + ?Sized)) -> Bytes {
     sse_event(&serde_json::to_vec(message).unwrap_or_default())
 }
 
 /// One SSE event whose data is this (single-line JSON) message.
-pub fn sse_event(data: &[u8]) -> Bytes {
+pub(crate) fn sse_event(data: &[u8]) -> Bytes {
     let mut event = Vec::with_capacity(data.len() + 23);
     event.extend_from_slice(b"event: message\ndata: ");
     event.extend_from_slice(data);
@@ -34,7 +34,7 @@ pub fn sse_event(data: &[u8]) -> Bytes {
 }
 
 /// An SSE response with this body, labelled for the metrics.
-pub fn sse_response(body: Body, method: Method, outcome: &'static str) -> Response<Body> {
+pub(crate) fn sse_response(body: Body, method: Method, outcome: &'static str) -> Response<Body> {
     let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -47,7 +47,7 @@ pub fn sse_response(body: Body, method: Method, outcome: &'static str) -> Respon
 /// An answer as it is when it comes within `after`, else an SSE stream started then:
 /// keep-alive comments every `keep_alive`, then the answer as its one event, or the answer's own
 /// SSE events. Proxies and peers that cut a silent response wait for it then.
-pub async fn answer_early(
+pub(crate) async fn answer_early(
     mut answer: BoxFuture<'static, Response<Body>>,
     method: Method,
     after: Duration,

@@ -3,7 +3,7 @@
 use http::{HeaderMap, HeaderValue};
 
 /// A header map from name/value pairs; repeated names append.
-pub fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+pub(crate) fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
     let mut map = HeaderMap::new();
     for (name, value) in pairs {
         if let Ok(value) = HeaderValue::from_str(value) {

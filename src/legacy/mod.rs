@@ -16,9 +16,9 @@
 //!
 //! Task: the sweeper, owned here, ends with the gateway.
 
-pub mod serve;
-pub mod session;
-pub mod streams;
+pub(crate) mod serve;
+mod session;
+mod streams;
 
 use std::sync::Arc;
 use std::time::Duration;

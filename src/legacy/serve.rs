@@ -42,7 +42,7 @@ fn labeled(response: Response<Body>, method: Method, outcome: &'static str) -> R
 }
 
 /// An error answer to a 2025-11-25 client's request.
-pub fn refused(id: Option<Value>, error: &GatewayError, method: Method) -> Response<Body> {
+pub(crate) fn refused(id: Option<Value>, error: &GatewayError, method: Method) -> Response<Body> {
     labeled(error_response(id, error), method, error_outcome(error))
 }
 
@@ -53,7 +53,7 @@ pub struct Endpoint {
 }
 
 /// A 2025-11-25 client's request, read and parsed by the front's one entry point.
-pub enum LegacyRequest {
+pub(crate) enum LegacyRequest {
     /// `initialize`: a session of its own. The message as sent.
     Initialize { id: Value, message: Value },
     /// A request naming a session (`Mcp-Session-Id`): POST, GET or DELETE.
@@ -61,7 +61,7 @@ pub enum LegacyRequest {
 }
 
 /// A request on a session, as read.
-pub struct SessionRequest {
+pub(crate) struct SessionRequest {
     /// The `Mcp-Session-Id` value.
     pub token: String,
     /// The body as received, forwarded as is to the replica holding the session.
@@ -71,7 +71,7 @@ pub struct SessionRequest {
 }
 
 /// What a session's requests need besides the session.
-pub struct Door {
+pub(crate) struct Door {
     pub sessions: Arc<LegacySessions>,
     pub endpoint: Endpoint,
     pub fleet: Option<Arc<Fleet>>,
@@ -79,7 +79,7 @@ pub struct Door {
 
 impl Door {
     /// Serves a 2025-11-25 client's request (`head`: its request line and headers).
-    pub async fn serve(
+    pub(crate) async fn serve(
         &self,
         head: http::request::Parts,
         request: LegacyRequest,
@@ -94,7 +94,7 @@ impl Door {
     }
 
     /// Whether `token` names a session this fleet issued (whether or not it still lives).
-    pub fn issued(&self, token: &str) -> bool {
+    pub(crate) fn issued(&self, token: &str) -> bool {
         self.sessions.issued(token)
     }
 

@@ -29,7 +29,7 @@ use crate::http_serve::{Body, KEEP_ALIVE};
 use crate::sync::LockRecovered;
 
 /// The standalone (GET) stream's number.
-pub const STANDALONE: u64 = 0;
+pub(crate) const STANDALONE: u64 = 0;
 
 /// Finished request streams kept unread before the oldest is forgotten.
 const MAX_UNREAD_FINISHED: usize = 64;
@@ -117,7 +117,7 @@ impl Streams {
 }
 
 /// `{stream}-{seq}` of a `Last-Event-ID` this gateway issued.
-pub fn parse_event_id(id: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_event_id(id: &str) -> Option<(u64, u64)> {
     let (stream, seq) = id.split_once('-')?;
     Some((stream.parse().ok()?, seq.parse().ok()?))
 }

@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use self::accounting::KeyState;
-pub use self::lease::Lease;
+pub(crate) use self::lease::Lease;
 use self::profile::profile_for;
 use self::starting::{Backoff, CachedInit};
 use super::changes::{Change, Feeds};
@@ -46,7 +46,7 @@ use super::listen::{ListenContext, ListenGuard, Listening};
 use super::session::{DroppedNotices, PerBackend, Session};
 use super::BackendSpec;
 
-pub use crate::error::PoolError;
+pub(crate) use crate::error::PoolError;
 use crate::metrics::Metrics;
 use crate::sync::{LockRecovered, RwLockRecovered};
 

@@ -9,7 +9,7 @@ use crate::config::UnsolicitedPolicy;
 
 /// The capabilities a backend session declares at `initialize`, derived from what a 2026-07-28
 /// request declared: only the brokerable ones, in a canonical form (`elicitation: {}` means form).
-pub fn capability_profile(client_capabilities: &Value) -> Value {
+pub(super) fn capability_profile(client_capabilities: &Value) -> Value {
     let mut out = Map::new();
     if let Some(elicitation) = client_capabilities
         .get("elicitation")

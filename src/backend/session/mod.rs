@@ -32,11 +32,11 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
-pub use self::call::{ActiveCall, CallEvent};
+pub(crate) use self::call::{ActiveCall, CallEvent};
 use self::queue::call_queue;
-pub use self::queue::DroppedNotices;
-pub use self::roots::InitRoots;
-pub use self::routing::answer_locally;
+pub(crate) use self::queue::DroppedNotices;
+pub(crate) use self::roots::InitRoots;
+pub(crate) use self::routing::answer_locally;
 use self::routing::Routing;
 use self::shared::{ForgetOnDrop, SessionCore};
 use super::changes::Feed;

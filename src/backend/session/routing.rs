@@ -24,7 +24,7 @@ use crate::jsonrpc::{codes, JsonRpcError};
 const MAX_DEFERRED: usize = 32;
 
 /// The answer the gateway gives itself to a server request no client can see.
-pub fn answer_locally(method: &str) -> Result<Value, JsonRpcError> {
+pub(crate) fn answer_locally(method: &str) -> Result<Value, JsonRpcError> {
     match method {
         "ping" => Ok(json!({})),
         "roots/list" => Ok(json!({ "roots": [] })),

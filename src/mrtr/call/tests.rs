@@ -7,6 +7,7 @@ use tokio::sync::mpsc;
 use tokio::time::sleep;
 
 use super::*;
+use crate::backend::BackendError;
 use crate::jsonrpc::codes;
 use crate::mrtr::clock::{Clock, FineClock, TokioClock};
 

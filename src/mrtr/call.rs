@@ -15,6 +15,8 @@
 //! both, not boxed: the forwarding path pays no dynamic dispatch.
 
 mod backend;
+#[cfg(test)]
+pub(super) mod fake;
 mod questions;
 
 use std::collections::{HashSet, VecDeque};

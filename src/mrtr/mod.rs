@@ -43,6 +43,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use self::call::{BackendCall, LeasedCall};
+use self::clock::{Clock, FineClock};
 use self::held::HeldTable;
 use self::park::HeldCall;
 use self::quota::Quota;
@@ -101,7 +103,10 @@ pub enum ReloadError {
     NoKeys,
 }
 
-pub struct Bridge {
+/// The bridge. Generic over the backend call it holds and the clock its calls wait on only so
+/// that the unit tests can run it against a scripted backend on tokio's clock; the gateway
+/// uses the defaults.
+pub struct Bridge<C: BackendCall = LeasedCall, K: Clock = FineClock> {
     config: MrtrConfig,
     /// Read on every seal and open, replaced on reload: no lock on the hot path.
     keys: ArcSwap<KeyRing>,
@@ -110,7 +115,7 @@ pub struct Bridge {
     instance: String,
     /// With `[fleet]`: where other replicas reach this one, sealed into every state.
     owner_address: Option<String>,
-    held: HeldTable<HeldCall>,
+    held: HeldTable<HeldCall<C, K>>,
     redemptions: DashMap<String, Arc<Redemption>>,
     /// Kept outcomes, bounded like held calls (`max_held`, `max_held_per_principal`).
     kept_outcomes: Quota,
@@ -127,6 +132,20 @@ pub struct Bridge {
 
 impl Bridge {
     pub fn new(
+        config: MrtrConfig,
+        keys: KeyRing,
+        instance: String,
+        owner_address: Option<String>,
+        metrics: Arc<Metrics>,
+        stop: CancellationToken,
+    ) -> Arc<Self> {
+        Self::assemble(config, keys, instance, owner_address, metrics, stop)
+    }
+}
+
+impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
+    /// A bridge on any backend call and clock, its sweeper started.
+    pub(super) fn assemble(
         config: MrtrConfig,
         keys: KeyRing,
         instance: String,

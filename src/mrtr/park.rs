@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::call::CallDriver;
+use super::call::{BackendCall, CallDriver};
+use super::clock::Clock;
 use super::held::Admission;
 use super::inputs::PendingInput;
 use super::state::{now_ms, principal_digest, random_id, StatePayload};
@@ -15,17 +16,17 @@ use super::{Bridge, CallBinding, Outcome};
 use crate::error::{GatewayError, StateRejection};
 use crate::jsonrpc::JsonRpcError;
 
-pub(super) struct HeldCall {
-    pub(super) kind: Held,
+pub(super) struct HeldCall<C: BackendCall, K: Clock> {
+    pub(super) kind: Held<C, K>,
     pub(super) binding: CallBinding,
     pub(super) round: u32,
     pub(super) parked: Instant,
     pub(super) expires: Instant,
 }
 
-pub(super) enum Held {
+pub(super) enum Held<C: BackendCall, K: Clock> {
     /// A backend call still running, waiting for answers.
-    Live(Box<CallDriver>),
+    Live(Box<CallDriver<C, K>>),
     /// A call the backend ended with -32042: re-issued once the client has visited the URLs.
     Reissue {
         inputs: Vec<PendingInput>,
@@ -33,7 +34,7 @@ pub(super) enum Held {
     },
 }
 
-impl Held {
+impl<C: BackendCall, K: Clock> Held<C, K> {
     pub(super) fn alive(&self) -> bool {
         match self {
             Self::Live(driver) => driver.session_alive(),
@@ -48,9 +49,9 @@ impl Held {
     }
 }
 
-impl Bridge {
+impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
     /// Holds a live call for its next round.
-    pub(super) fn park(&self, mut driver: CallDriver, binding: CallBinding) -> Outcome {
+    pub(super) fn park(&self, mut driver: CallDriver<C, K>, binding: CallBinding) -> Outcome {
         if driver.round >= self.config.max_rounds {
             driver.abandon("round limit reached");
             return Outcome::Error(GatewayError::BadState {
@@ -73,8 +74,8 @@ impl Bridge {
     /// names it.
     pub(super) fn hold(
         &self,
-        place: Admission<'_, HeldCall>,
-        held: Held,
+        place: Admission<'_, HeldCall<C, K>>,
+        held: Held<C, K>,
         binding: CallBinding,
         round: u32,
     ) -> Outcome {

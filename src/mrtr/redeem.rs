@@ -16,7 +16,8 @@ use dashmap::mapref::entry::Entry;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, watch};
 
-use super::call::RequestScope;
+use super::call::{BackendCall, RequestScope};
+use super::clock::Clock;
 use super::inputs::{check_answer, PendingInput};
 use super::park::Held;
 use super::state::{now_ms, principal_digest};
@@ -80,7 +81,7 @@ pub enum Redeemed {
     Duplicate(watch::Receiver<Option<Outcome>>),
 }
 
-impl Bridge {
+impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
     /// Where the call a retry's `requestState` names is held, as far as the sealed state says.
     /// Only a state that opens, has not expired, and is bound to this principal, route and
     /// method within `max_rounds` can name another replica: anything else is refused here, by

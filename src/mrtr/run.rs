@@ -10,7 +10,8 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-use super::call::{CallDriver, Ending, Step};
+use super::call::{BackendCall, CallDriver, Ending, Step};
+use super::clock::Clock;
 use super::park::Held;
 use super::redeem::{Redemption, Replay};
 use super::state::principal_digest;
@@ -20,13 +21,13 @@ use crate::error::GatewayError;
 /// Events a call may send ahead of a slow front request.
 const EVENT_BUFFER: usize = 64;
 
-impl Bridge {
+impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
     /// Runs `driver` to its next outcome in a task. With `cancel_on_disconnect`, the call is
     /// cancelled when the receiver is dropped (a first call whose client went away); a redeemed
     /// retry runs on, so a re-sent retry can still collect the outcome.
     pub fn drive(
         self: &Arc<Self>,
-        driver: CallDriver,
+        driver: CallDriver<C, K>,
         binding: CallBinding,
         cancel_on_disconnect: bool,
     ) -> mpsc::Receiver<Event> {
@@ -35,7 +36,7 @@ impl Bridge {
 
     pub(super) fn drive_recorded(
         self: &Arc<Self>,
-        driver: CallDriver,
+        driver: CallDriver<C, K>,
         binding: CallBinding,
         cancel_on_disconnect: bool,
         record: Option<Arc<Redemption>>,
@@ -73,7 +74,11 @@ impl Bridge {
     /// call that simply answers costs no task of its own. When a notification comes first, a
     /// task drives the rest (as [`Bridge::drive`], cancelled when the receiver is dropped).
     /// Dropping this future (the client went away) drops the driver, which cancels the call.
-    pub async fn start(self: &Arc<Self>, mut driver: CallDriver, binding: CallBinding) -> Started {
+    pub async fn start(
+        self: &Arc<Self>,
+        mut driver: CallDriver<C, K>,
+        binding: CallBinding,
+    ) -> Started {
         // Counted with the call tasks: status and shutdown see it running.
         let _running = self.tasks.token();
         match driver.next_step().await {
@@ -84,7 +89,7 @@ impl Bridge {
 
     async fn run(
         self: &Arc<Self>,
-        mut driver: CallDriver,
+        mut driver: CallDriver<C, K>,
         binding: CallBinding,
         resumed: bool,
         tx: &mpsc::Sender<Event>,
@@ -109,7 +114,7 @@ impl Bridge {
     }
 
     /// The outcome a step that ends the current front request gives it.
-    fn conclude(&self, ending: Ending, driver: CallDriver, binding: CallBinding) -> Outcome {
+    fn conclude(&self, ending: Ending, driver: CallDriver<C, K>, binding: CallBinding) -> Outcome {
         match ending {
             Ending::Final(Ok(result)) => Outcome::Final(result),
             Ending::Final(Err(error)) => Outcome::Error(GatewayError::from_backend(

@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::call::BackendCall;
+use super::clock::Clock;
 use super::redeem::Replay;
 use super::{held, Bridge};
 
-impl Bridge {
+impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
     /// How often the sweeper looks: often enough that a round ends close to `held_ttl`.
     pub(super) fn sweep_interval(&self) -> Duration {
         (self.config.held_ttl / 8).clamp(Duration::from_millis(50), Duration::from_secs(1))
@@ -49,8 +51,8 @@ impl Bridge {
 }
 
 /// Ends rounds nobody came back for, and calls whose backend session died meanwhile.
-pub(super) async fn sweep(
-    bridge: std::sync::Weak<Bridge>,
+pub(super) async fn sweep<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static>(
+    bridge: std::sync::Weak<Bridge<C, K>>,
     stop: CancellationToken,
     every: Duration,
 ) {

@@ -1,157 +1,12 @@
 //! The driver's rules, one per test, on tokio's paused clock against [`FakeCall`]: a backend
 //! call whose events the test pushes and which records what the driver sent back.
 
-use std::sync::{Arc, Mutex};
-
-use tokio::sync::mpsc;
 use tokio::time::sleep;
 
+use super::fake::{Backend, FakeCall, Sent};
 use super::*;
-use crate::backend::BackendError;
 use crate::jsonrpc::codes;
 use crate::mrtr::clock::{Clock, FineClock, TokioClock};
-
-/// What the driver did to the backend, in order.
-#[derive(Debug, Clone, PartialEq)]
-enum Sent {
-    Respond(Value, Result<Value, JsonRpcError>),
-    Release(Value, String),
-    Send,
-    NoteRoots,
-    Barrier,
-}
-
-type Log = Arc<Mutex<Vec<Sent>>>;
-
-/// A scripted [`BackendCall`].
-struct FakeCall {
-    events: mpsc::UnboundedReceiver<CallEvent>,
-    unsent: bool,
-    log: Log,
-}
-
-impl FakeCall {
-    fn record(&self, sent: Sent) {
-        self.log.lock().unwrap().push(sent);
-    }
-}
-
-impl BackendCall for FakeCall {
-    fn is_unsent(&self) -> bool {
-        self.unsent
-    }
-
-    fn send(&mut self) -> Result<(), BackendError> {
-        if std::mem::take(&mut self.unsent) {
-            self.record(Sent::Send);
-        }
-        Ok(())
-    }
-
-    async fn next_event(&mut self) -> CallEvent {
-        self.events
-            .recv()
-            .await
-            .unwrap_or_else(|| CallEvent::Failed(BackendError::Closed("test over".into())))
-    }
-
-    fn try_next_event(&mut self) -> Option<CallEvent> {
-        self.events.try_recv().ok()
-    }
-
-    fn events_closed(&self) -> bool {
-        self.events.is_closed() && self.events.is_empty()
-    }
-
-    fn respond(
-        &self,
-        server_request_id: Value,
-        outcome: Result<Value, JsonRpcError>,
-    ) -> Result<(), BackendError> {
-        self.record(Sent::Respond(server_request_id, outcome));
-        Ok(())
-    }
-
-    fn release(&self, id: Value, method: String, _params: Option<Value>) {
-        self.record(Sent::Release(id, method));
-    }
-
-    fn session_alive(&self) -> bool {
-        true
-    }
-
-    fn note_client_roots(&self) {
-        self.record(Sent::NoteRoots);
-    }
-
-    async fn roots_barrier(&self) {
-        self.record(Sent::Barrier);
-    }
-
-    async fn apply_log_level(
-        &self,
-        _level: Option<&str>,
-        _timeout: Duration,
-    ) -> Result<(), BackendError> {
-        Ok(())
-    }
-}
-
-/// The test's end of a [`FakeCall`].
-struct Backend {
-    events: mpsc::UnboundedSender<CallEvent>,
-    log: Log,
-}
-
-impl Backend {
-    fn push(&self, event: CallEvent) {
-        // A driver already dropped hears nothing, as a real session would.
-        let _ = self.events.send(event);
-    }
-
-    fn ask(&self, id: i64, method: &str, params: Value) {
-        self.push(CallEvent::ServerRequest {
-            id: json!(id),
-            method: method.into(),
-            params: Some(params),
-            deferred: false,
-        });
-    }
-
-    fn ask_deferred(&self, id: i64, method: &str, params: Option<Value>) {
-        self.push(CallEvent::ServerRequest {
-            id: json!(id),
-            method: method.into(),
-            params,
-            deferred: true,
-        });
-    }
-
-    fn withdraw(&self, id: i64) {
-        self.push(CallEvent::ServerRequestCancelled { id: json!(id) });
-    }
-
-    fn answer(&self) {
-        self.push(CallEvent::Final(Ok(crate::jsonrpc::raw(
-            &json!({ "content": [] }),
-        ))));
-    }
-
-    fn sent(&self) -> Vec<Sent> {
-        self.log.lock().unwrap().clone()
-    }
-
-    /// What the driver answered to server request `id`, in order.
-    fn responses_to(&self, id: i64) -> Vec<Result<Value, JsonRpcError>> {
-        self.sent()
-            .into_iter()
-            .filter_map(|s| match s {
-                Sent::Respond(rid, outcome) if rid == json!(id) => Some(outcome),
-                _ => None,
-            })
-            .collect()
-    }
-}
 
 const SETTLE: Duration = Duration::from_millis(50);
 const QUIET: Duration = Duration::from_millis(5);
@@ -189,13 +44,7 @@ impl Setup {
 
     /// The same driver on another clock.
     fn start_on<K: Clock>(self) -> (CallDriver<FakeCall, K>, Backend) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let log = Log::default();
-        let call = FakeCall {
-            events: rx,
-            unsent: self.unsent,
-            log: log.clone(),
-        };
+        let (call, backend) = FakeCall::new(self.unsent);
         let driver = CallDriver::new(
             call,
             self.interruptible,
@@ -204,7 +53,7 @@ impl Setup {
             self.timeout,
             self.settle,
         );
-        (driver, Backend { events: tx, log })
+        (driver, backend)
     }
 }
 

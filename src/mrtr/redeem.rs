@@ -282,3 +282,6 @@ fn validate_reissue(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

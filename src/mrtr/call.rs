@@ -20,6 +20,7 @@ pub(super) mod fake;
 mod questions;
 
 use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -98,8 +99,9 @@ pub struct CallDriver<C: BackendCall = LeasedCall, K: Clock = FineClock> {
     /// When it closes if the backend stays quiet (`settle.quiet` after its last event).
     quiet_deadline: Option<Instant>,
     idle_deadline: Option<Instant>,
-    /// Surfaced inputs not answered yet.
-    outstanding: Vec<PendingInput>,
+    /// Surfaced inputs not answered yet. Shared while a retry's answers are validated against
+    /// them (outside the held table's lock); changed only through [`Self::outstanding_mut`].
+    outstanding: Arc<Vec<PendingInput>>,
     /// Capabilities the backend asked for that this request did not declare.
     refused: Option<Value>,
     keys_used: HashSet<String>,
@@ -121,6 +123,23 @@ pub struct CallDriver<C: BackendCall = LeasedCall, K: Clock = FineClock> {
 
 /// Answers checked against the inputs they answer, ready for the backend.
 pub struct ValidatedAnswers(Vec<(String, Value)>);
+
+/// Checks a retry's `inputResponses` against the inputs of its round without changing anything.
+/// Unknown keys are ignored; missing keys stay outstanding. Answers to URL-mode requests are
+/// checked like any other, though the backend never sees them.
+pub fn validate_answers(
+    inputs: &[PendingInput],
+    answers: &Map<String, Value>,
+) -> Result<ValidatedAnswers, GatewayError> {
+    let mut checked = Vec::new();
+    for input in inputs {
+        let Some(answer) = answers.get(&input.key) else {
+            continue;
+        };
+        checked.push((input.key.clone(), check_answer(input, answer)?));
+    }
+    Ok(ValidatedAnswers(checked))
+}
 
 impl<C: BackendCall, K: Clock> CallDriver<C, K> {
     pub fn new(
@@ -144,7 +163,7 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
             settle_deadline: None,
             quiet_deadline: None,
             idle_deadline: None,
-            outstanding: Vec::new(),
+            outstanding: Arc::default(),
             refused: None,
             keys_used: HashSet::new(),
             key_counter: 0,
@@ -177,20 +196,15 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
         self.clock.release();
     }
 
-    /// Checks a retry's `inputResponses` against the outstanding inputs without changing
-    /// anything. Unknown keys are ignored; missing keys stay outstanding.
-    pub fn validate_answers(
-        &self,
-        answers: &Map<String, Value>,
-    ) -> Result<ValidatedAnswers, GatewayError> {
-        let mut checked = Vec::new();
-        for input in &self.outstanding {
-            let Some(answer) = answers.get(&input.key) else {
-                continue;
-            };
-            checked.push((input.key.clone(), check_answer(input, answer)?));
-        }
-        Ok(ValidatedAnswers(checked))
+    /// The inputs a retry answers, shared: its answers are validated against them while the
+    /// driver stays in the held table, unlocked.
+    pub fn outstanding_inputs(&self) -> Arc<Vec<PendingInput>> {
+        self.outstanding.clone()
+    }
+
+    /// The outstanding inputs, to change: copied only if a validation still shares them.
+    fn outstanding_mut(&mut self) -> &mut Vec<PendingInput> {
+        Arc::make_mut(&mut self.outstanding)
     }
 
     /// Resumes the call for a retry: the retry's scope applies from now on, answers go to the
@@ -201,13 +215,13 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
         // Questions the backend withdrew while the call was held must not be answered.
         while let Some(event) = self.call.try_next_event() {
             if let CallEvent::ServerRequestCancelled { id } = &event {
-                self.outstanding.retain(|p| p.backend_id != *id);
+                self.outstanding_mut().retain(|p| p.backend_id != *id);
             }
             self.backlog.push_back(event);
         }
         for (key, result) in answers.0 {
             if let Some(pos) = self.outstanding.iter().position(|p| p.key == key) {
-                let input = self.outstanding.remove(pos);
+                let input = self.outstanding_mut().remove(pos);
                 self.deliver(&input, result);
             }
         }
@@ -377,7 +391,7 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
             }
             CallEvent::ServerRequestCancelled { id } => {
                 // The backend withdrew its question: never answer it, never ask it.
-                self.outstanding.retain(|p| p.backend_id != id);
+                self.outstanding_mut().retain(|p| p.backend_id != id);
                 if self.outstanding.is_empty() {
                     self.stop_gathering();
                 }

@@ -3,6 +3,7 @@
 //! named by a random id sealed into the `requestState` of the `InputRequiredResult` its client
 //! gets.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{json, Map, Value};
@@ -29,7 +30,7 @@ pub(super) enum Held<C: BackendCall, K: Clock> {
     Live(Box<CallDriver<C, K>>),
     /// A call the backend ended with -32042: re-issued once the client has visited the URLs.
     Reissue {
-        inputs: Vec<PendingInput>,
+        inputs: Arc<Vec<PendingInput>>,
         error: JsonRpcError,
     },
 }
@@ -39,6 +40,14 @@ impl<C: BackendCall, K: Clock> Held<C, K> {
         match self {
             Self::Live(driver) => driver.session_alive(),
             Self::Reissue { .. } => true,
+        }
+    }
+
+    /// The inputs a retry answers, shared: its answers are validated out of the table's lock.
+    pub(super) fn inputs(&self) -> Arc<Vec<PendingInput>> {
+        match self {
+            Self::Live(driver) => driver.outstanding_inputs(),
+            Self::Reissue { inputs, .. } => inputs.clone(),
         }
     }
 

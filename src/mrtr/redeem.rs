@@ -6,23 +6,30 @@
 //! held call out of the table. A rejected retry sends the backend nothing and leaves the call
 //! held; when its answers were refused, only for `refused_retry_grace`, since clients rarely
 //! correct an answer after an error. A re-sent retry with the same answers attaches to the
-//! outcome of the first one (invariant 4), so the backend sees each answer exactly once.
+//! outcome of the first one (invariant 4), so the backend sees each answer exactly once: how
+//! single use and that replay hold without a lock is in [`replay`].
+//!
+//! No map lock is held while answers are validated (their size is the client's) or a state is
+//! sealed: retries of other calls never wait for them.
 
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
+mod replay;
+
+use std::sync::Arc;
 use std::time::Instant;
 
-use dashmap::mapref::entry::Entry;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, watch};
 
-use super::call::{BackendCall, RequestScope};
+use self::replay::{Claim, Reservation};
+pub(super) use self::replay::{Redemption, Replay};
+use super::call::{validate_answers, BackendCall, RequestScope};
 use super::clock::Clock;
-use super::inputs::{check_answer, PendingInput};
+use super::inputs::PendingInput;
 use super::park::Held;
-use super::state::{now_ms, principal_digest};
+use super::state::{now_ms, principal_digest, StatePayload};
 use super::{Bridge, CallBinding, Event, Outcome};
 use crate::error::{GatewayError, StateRejection};
+use crate::jsonrpc::JsonRpcError;
 
 /// Where a retry is served, by what its `requestState` says ([`Bridge::locate`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,33 +40,6 @@ pub enum Location {
     Replica(String),
     /// Held by an earlier process at this replica's address: the call is lost.
     Gone,
-}
-
-/// What a retry that took its held call leaves behind, so that a copy of it re-sent later gets
-/// the same outcome instead of reaching the backend again.
-pub(super) struct Redemption {
-    pub(super) answers_digest: String,
-    /// Digest of the principal the record is counted against once its outcome is kept.
-    pub(super) principal: String,
-    pub(super) created: Instant,
-    pub(super) outcome: watch::Sender<Option<Outcome>>,
-    /// When the outcome was published.
-    pub(super) finished: OnceLock<Instant>,
-    /// What a later copy of the retry gets (`Replay`).
-    pub(super) replay: AtomicU8,
-}
-
-/// The replay states of a [`Redemption`].
-pub(super) struct Replay;
-
-impl Replay {
-    /// Running, or finished without reaching anyone: a later copy waits for or gets the outcome.
-    pub(super) const PENDING: u8 = 0;
-    /// Reached a client and kept for `outcome_ttl` (counted in `kept_outcomes`): a later copy
-    /// gets it again.
-    pub(super) const KEPT: u8 = 1;
-    /// Reached a client and not kept: a later copy is refused.
-    pub(super) const REFUSED: u8 = 2;
 }
 
 /// A retry that passed every check.
@@ -109,14 +89,14 @@ impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
     }
 
     /// Verifies a retry and, if everything holds, resumes its call with the answers.
-    pub fn redeem(
+    pub async fn redeem(
         self: &Arc<Self>,
         binding: &CallBinding,
         token: &str,
         answers: &Map<String, Value>,
         scope: RequestScope,
     ) -> Result<Redeemed, GatewayError> {
-        let redeemed = self.redeem_checked(binding, token, answers, scope);
+        let redeemed = self.redeem_checked(binding, token, answers, scope).await;
         let result = match &redeemed {
             Ok(_) => "ok",
             Err(GatewayError::BadState { reason }) => reason.as_str(),
@@ -126,13 +106,33 @@ impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
         redeemed
     }
 
-    fn redeem_checked(
+    async fn redeem_checked(
         self: &Arc<Self>,
         binding: &CallBinding,
         token: &str,
         answers: &Map<String, Value>,
         scope: RequestScope,
     ) -> Result<Redeemed, GatewayError> {
+        let payload = self.open_state(binding, token)?;
+        tracing::Span::current().record("round", payload.round);
+        let answers_digest =
+            crate::digest::sha256_hex(&serde_json::to_vec(answers).unwrap_or_default());
+        let reservation = loop {
+            match self.claim(&payload.held_id, &answers_digest, &payload.principal) {
+                Claim::Reserved(reservation) => break reservation,
+                Claim::Redeemed(record) => return replay::replay(&record, &answers_digest),
+                // Another retry of the call is being checked: its verdict decides what this
+                // one finds next.
+                Claim::Checking(mut settled) => {
+                    let _ = settled.wait_for(|settled| *settled).await;
+                }
+            }
+        };
+        self.take_checked(reservation, &payload, answers, scope)
+    }
+
+    /// Opens a retry's state and checks what it binds against the retry.
+    fn open_state(&self, binding: &CallBinding, token: &str) -> Result<StatePayload, GatewayError> {
         let reject = |reason| GatewayError::BadState { reason };
         let payload = self.key_ring().open(token).map_err(reject)?;
         if payload.expires_ms < now_ms() {
@@ -153,134 +153,112 @@ impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
         if payload.round > self.config.max_rounds {
             return Err(reject(StateRejection::RoundLimit));
         }
-        tracing::Span::current().record("round", payload.round);
-        let answers_digest =
-            crate::digest::sha256_hex(&serde_json::to_vec(answers).unwrap_or_default());
-        match self.redemptions.entry(payload.held_id.clone()) {
-            Entry::Occupied(existing) => {
-                let record = existing.get();
-                // The same answers again: the first one's outcome, while it is pending, was
-                // never handed to anyone, or is kept for `outcome_ttl`.
-                let replayable = record.replay.load(Ordering::Acquire) != Replay::REFUSED;
-                if record.answers_digest == answers_digest && replayable {
-                    Ok(Redeemed::Duplicate(existing.get().outcome.subscribe()))
-                } else {
-                    Err(reject(StateRejection::ConsumedOrUnknown))
+        Ok(payload)
+    }
+
+    /// Validates the answers against the held call's inputs and, if every one holds, takes the
+    /// call out of the table and resumes it. The inputs are read out (shared, not copied) so
+    /// that no table lock is held while the answers are validated.
+    fn take_checked(
+        self: &Arc<Self>,
+        reservation: Reservation<'_>,
+        payload: &StatePayload,
+        answers: &Map<String, Value>,
+        scope: RequestScope,
+    ) -> Result<Redeemed, GatewayError> {
+        let reject = |reason| GatewayError::BadState { reason };
+        let (round, inputs) = self
+            .held
+            .read(&payload.held_id, |held| (held.round, held.kind.inputs()))
+            .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
+        if round != payload.round {
+            return Err(reject(StateRejection::ConsumedOrUnknown));
+        }
+        #[cfg(test)]
+        tests::while_validating();
+        let validated = validate_answers(&inputs, answers);
+        // Let go of the inputs before the call resumes: it then changes them without a copy.
+        drop(inputs);
+        let validated = match validated {
+            Ok(validated) => validated,
+            Err(error) => {
+                // The official clients do not retry after an error: unless a corrected retry
+                // comes soon, the sweeper abandons the call and its session is reset.
+                if let Some(soon) = Instant::now().checked_add(self.config.refused_retry_grace) {
+                    self.held.update(&payload.held_id, |held| {
+                        held.expires = held.expires.min(soon);
+                    });
                 }
+                return Err(error);
             }
-            Entry::Vacant(slot) => {
-                let grace = self.config.refused_retry_grace;
-                let validated = self
-                    .held
-                    .update(&payload.held_id, |held| {
-                        if held.round != payload.round {
-                            return Err(reject(StateRejection::ConsumedOrUnknown));
-                        }
-                        let checked = match &held.kind {
-                            Held::Live(driver) => driver.validate_answers(answers).map(Some),
-                            Held::Reissue { inputs, .. } => {
-                                validate_reissue(inputs, answers).map(|()| None)
-                            }
-                        };
-                        if checked.is_err() {
-                            // The official clients do not retry after an error: unless a
-                            // corrected retry comes soon, the sweeper abandons the call and its
-                            // session is reset.
-                            if let Some(soon) = Instant::now().checked_add(grace) {
-                                held.expires = held.expires.min(soon);
-                            }
-                        }
-                        checked
-                    })
-                    .ok_or(reject(StateRejection::ConsumedOrUnknown))??;
-                let held = self
-                    .held
-                    .take(&payload.held_id)
-                    .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
-                self.metrics
-                    .held_age
-                    .observe(held.parked.elapsed().as_secs_f64());
-                let (mut driver, validated) = match (held.kind, validated) {
-                    (Held::Live(driver), Some(validated)) => (*driver, validated),
-                    (Held::Reissue { inputs, error, .. }, _) => {
-                        let (answered, unanswered): (Vec<_>, Vec<_>) = inputs
-                            .into_iter()
-                            .partition(|input| answers.contains_key(&input.key));
-                        let accepted = answered.iter().all(|input| {
-                            answers
-                                .get(&input.key)
-                                .and_then(|a| a.get("action"))
-                                .and_then(Value::as_str)
-                                == Some("accept")
-                        });
-                        if accepted && !unanswered.is_empty() {
-                            // URLs still to visit: a round that asks for those alone.
-                            let round = held.round + 1;
-                            if held.round >= self.config.max_rounds {
-                                return Err(GatewayError::BadState {
-                                    reason: StateRejection::RoundLimit,
-                                });
-                            }
-                            let place =
-                                self.held.admit(principal_digest(&held.binding.principal))?;
-                            let again = Held::Reissue {
-                                inputs: unanswered,
-                                error,
-                            };
-                            return Ok(Redeemed::Again(self.hold(
-                                place,
-                                again,
-                                held.binding,
-                                round,
-                            )));
-                        }
-                        let error = GatewayError::from_backend(
-                            error,
-                            &held.binding.method,
-                            &held.binding.error_context,
-                        );
-                        return Ok(Redeemed::Reissue {
-                            accepted,
-                            error,
-                            scope,
-                        });
-                    }
-                    (Held::Live(_), None) => {
-                        return Err(GatewayError::Internal("answers not validated".into()))
-                    }
-                };
-                let record = Arc::new(Redemption {
-                    answers_digest,
-                    principal: payload.principal.clone(),
-                    created: Instant::now(),
-                    outcome: watch::channel(None).0,
-                    finished: OnceLock::new(),
-                    replay: AtomicU8::new(Replay::PENDING),
-                });
-                slot.insert(record.clone());
+        };
+        let held = self
+            .held
+            .take(&payload.held_id)
+            .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
+        self.metrics
+            .held_age
+            .observe(held.parked.elapsed().as_secs_f64());
+        match held.kind {
+            Held::Live(mut driver) => {
+                let record = reservation.keep();
                 driver.resume(scope, validated, self.config.round_wait);
                 Ok(Redeemed::Fresh(self.drive_recorded(
-                    driver,
+                    *driver,
                     held.binding,
                     false,
                     Some(record),
                 )))
             }
+            // Nothing of a -32042 is replayed: its reservation leaves the table.
+            Held::Reissue { inputs, error } => {
+                self.reissue(held.binding, held.round, inputs, error, answers, scope)
+            }
         }
     }
-}
 
-/// Answers to URL-mode requests are checked like any other; the backend never sees them.
-fn validate_reissue(
-    inputs: &[PendingInput],
-    answers: &Map<String, Value>,
-) -> Result<(), GatewayError> {
-    for input in inputs {
-        if let Some(answer) = answers.get(&input.key) {
-            check_answer(input, answer)?;
+    /// A -32042 round answered: another round for the URLs not visited yet, or the original
+    /// request issued again (or the backend's error, if the client did not accept every URL).
+    fn reissue(
+        &self,
+        binding: CallBinding,
+        round: u32,
+        inputs: Arc<Vec<PendingInput>>,
+        error: JsonRpcError,
+        answers: &Map<String, Value>,
+        scope: RequestScope,
+    ) -> Result<Redeemed, GatewayError> {
+        let (answered, unanswered): (Vec<_>, Vec<_>) = Arc::unwrap_or_clone(inputs)
+            .into_iter()
+            .partition(|input| answers.contains_key(&input.key));
+        let accepted = answered.iter().all(|input| {
+            answers
+                .get(&input.key)
+                .and_then(|a| a.get("action"))
+                .and_then(Value::as_str)
+                == Some("accept")
+        });
+        if accepted && !unanswered.is_empty() {
+            // URLs still to visit: a round that asks for those alone.
+            if round >= self.config.max_rounds {
+                return Err(GatewayError::BadState {
+                    reason: StateRejection::RoundLimit,
+                });
+            }
+            let place = self.held.admit(principal_digest(&binding.principal))?;
+            let again = Held::Reissue {
+                inputs: Arc::new(unanswered),
+                error,
+            };
+            return Ok(Redeemed::Again(self.hold(place, again, binding, round + 1)));
         }
+        let error = GatewayError::from_backend(error, &binding.method, &binding.error_context);
+        Ok(Redeemed::Reissue {
+            accepted,
+            error,
+            scope,
+        })
     }
-    Ok(())
 }
 
 #[cfg(test)]

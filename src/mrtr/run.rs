@@ -129,7 +129,13 @@ impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
                 // The backend call is over: its session goes back to the pool now.
                 drop(driver);
                 match self.held.admit(principal_digest(&binding.principal)) {
-                    Ok(place) => self.hold(place, Held::Reissue { inputs, error }, binding, round),
+                    Ok(place) => {
+                        let reissue = Held::Reissue {
+                            inputs: Arc::new(inputs),
+                            error,
+                        };
+                        self.hold(place, reissue, binding, round)
+                    }
                     Err(error) => Outcome::Error(error.into()),
                 }
             }

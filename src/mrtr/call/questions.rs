@@ -84,7 +84,8 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
     /// Answers every outstanding input as abandoned: elicitations are cancelled, other kinds
     /// get an error. The call itself is cancelled when the driver is dropped.
     pub fn abandon(&mut self, reason: &str) {
-        for input in self.outstanding.drain(..) {
+        let abandoned = std::mem::take(self.outstanding_mut());
+        for input in abandoned {
             if input.deferred {
                 // Not this call's question: the session's policy decides, as when it arrived.
                 let (method, params) = input.original;
@@ -149,7 +150,7 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
                         return;
                     }
                 }
-                self.outstanding.push(input);
+                self.outstanding_mut().push(input);
                 if self.settle_deadline.is_none() {
                     self.start_gathering(Instant::now());
                 }

@@ -83,6 +83,14 @@ fn answers(pairs: &[(&str, Value)]) -> Map<String, Value> {
         .collect()
 }
 
+/// A retry's answers checked against what the driver asks, as the bridge checks them.
+fn validate<K: Clock>(
+    driver: &CallDriver<FakeCall, K>,
+    answers: &Map<String, Value>,
+) -> Result<ValidatedAnswers, GatewayError> {
+    validate_answers(&driver.outstanding_inputs(), answers)
+}
+
 /// The driver's next step and how long (paused clock) it took.
 async fn timed_step(driver: &mut CallDriver<FakeCall, TokioClock>) -> (Step, Duration) {
     let start = Instant::now();
@@ -154,7 +162,7 @@ async fn questions_back_to_back_make_one_round_closed_by_the_quiet_gap() {
         ("elicitation-1", accept("a")),
         ("elicitation-2", accept("b")),
     ]);
-    let validated = driver.validate_answers(&all).unwrap();
+    let validated = validate(&driver, &all).unwrap();
     driver.resume(scope(json!({"elicitation": {}})), validated, ROUND_WAIT);
     let (step, took) = timed_step(&mut driver).await;
     assert!(matches!(ending(step), Ending::InputRequired));
@@ -255,9 +263,7 @@ async fn round_wait_ends_a_quiet_retry_and_an_event_before_it_wins() {
     ));
     driver.parked();
 
-    let validated = driver
-        .validate_answers(&answers(&[("elicitation-1", accept("ada"))]))
-        .unwrap();
+    let validated = validate(&driver, &answers(&[("elicitation-1", accept("ada"))])).unwrap();
     driver.resume(scope(caps.clone()), validated, ROUND_WAIT);
     let (step, took) = timed_step(&mut driver).await;
     assert!(matches!(ending(step), Ending::InputRequired));
@@ -265,7 +271,7 @@ async fn round_wait_ends_a_quiet_retry_and_an_event_before_it_wins() {
     assert!(driver.input_requests().is_empty());
     driver.parked();
 
-    let validated = driver.validate_answers(&Map::new()).unwrap();
+    let validated = validate(&driver, &Map::new()).unwrap();
     driver.resume(scope(caps), validated, ROUND_WAIT);
     let script = async {
         sleep(Duration::from_secs(1)).await;
@@ -325,7 +331,7 @@ async fn one_bad_answer_refuses_all_and_the_backend_hears_nothing() {
     let (driver, backend) = two_questions().await;
     let bad = json!({ "action": "accept", "content": {} });
     let retry = answers(&[("elicitation-1", accept("a")), ("elicitation-2", bad)]);
-    match driver.validate_answers(&retry) {
+    match validate(&driver, &retry) {
         Err(GatewayError::InvalidParams { data, .. }) => {
             assert_eq!(data, Some(json!({ "key": "elicitation-2" })));
         }
@@ -343,7 +349,7 @@ async fn resumed_answers_reach_the_backend_exactly_once() {
         ("elicitation-1", accept("a")),
         ("elicitation-2", accept("b")),
     ]);
-    let validated = driver.validate_answers(&retry).unwrap();
+    let validated = validate(&driver, &retry).unwrap();
     driver.resume(scope(json!({"elicitation": {}})), validated, ROUND_WAIT);
     backend.answer();
     assert!(matches!(
@@ -363,7 +369,7 @@ async fn a_question_withdrawn_while_held_is_never_answered() {
         ("elicitation-2", accept("b")),
     ]);
     // Validated before the driver sees the withdrawal, as when it arrives during the retry.
-    let validated = driver.validate_answers(&retry).unwrap();
+    let validated = validate(&driver, &retry).unwrap();
     backend.withdraw(1);
     driver.resume(scope(json!({"elicitation": {}})), validated, ROUND_WAIT);
     backend.answer();
@@ -533,9 +539,7 @@ async fn roots_prelude() -> (CallDriver<FakeCall, TokioClock>, Backend) {
 async fn a_prelude_call_is_sent_after_its_roots_and_a_barrier() {
     let (mut driver, backend) = roots_prelude().await;
     let roots = json!({ "roots": [{ "uri": "file:///work" }] });
-    let validated = driver
-        .validate_answers(&answers(&[("roots-1", roots.clone())]))
-        .unwrap();
+    let validated = validate(&driver, &answers(&[("roots-1", roots.clone())])).unwrap();
     driver.resume(scope(json!({"roots": {}})), validated, ROUND_WAIT);
     let script = async {
         sleep(Duration::from_millis(10)).await;
@@ -559,9 +563,7 @@ async fn a_prelude_roots_question_withdrawn_unanswered_fails_the_call_unsent() {
     let (mut driver, backend) = roots_prelude().await;
     backend.withdraw(1);
     let roots = json!({ "roots": [{ "uri": "file:///work" }] });
-    let validated = driver
-        .validate_answers(&answers(&[("roots-1", roots)]))
-        .unwrap();
+    let validated = validate(&driver, &answers(&[("roots-1", roots)])).unwrap();
     driver.resume(scope(json!({"roots": {}})), validated, ROUND_WAIT);
     assert!(matches!(
         ending(driver.next_step().await),

@@ -1,10 +1,20 @@
-//! The redemption order, checked on a real bridge whose held calls run on a scripted backend
-//! ([`FakeCall`]): each case is a retry of a freshly held call, with the result it must get and
-//! what it must leave behind (the held call still in the table, for the refused-answers grace
-//! only, or taken) and what the backend must have heard.
+//! Redemption, checked on a real bridge whose held calls run on a scripted backend
+//! ([`FakeCall`]). The redemption order: each case of a table is a retry of a freshly held call,
+//! with the result it must get, what it must leave behind (the held call still in the table,
+//! for the refused-answers grace only, or taken) and what the backend must have heard. Retries
+//! of other calls: while one retry's answers are validated, no lock that another retry needs is
+//! held (a hook run from inside the validation looks), and a copy of the same retry waits for the
+//! first one's verdict, then gets what it got behind the lock before.
 
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Waker};
 use std::time::Duration;
 
+use dashmap::try_result::TryResult;
+use futures_util::FutureExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -14,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::mrtr::call::fake::{Backend, FakeCall};
 use crate::mrtr::call::{CallDriver, Settle};
 use crate::mrtr::clock::TokioClock;
+use crate::mrtr::held;
 use crate::mrtr::state::{random_id, KeyRing, StatePayload};
 use crate::mrtr::Started;
 
@@ -29,6 +40,9 @@ fn bridge() -> Arc<TestBridge> {
         held_ttl: Duration::from_secs(60),
         refused_retry_grace: GRACE,
         max_rounds: MAX_ROUNDS,
+        // Room for the calls a test holds to find some in a given shard.
+        max_held: 100_000,
+        max_held_per_principal: 100_000,
         ..MrtrConfig::default()
     };
     Bridge::assemble(
@@ -116,7 +130,9 @@ async fn retry(
     token: &str,
     answers: &Map<String, Value>,
 ) -> Result<Redeemed, GatewayError> {
-    bridge.redeem(binding, token, answers, RequestScope::default())
+    bridge
+        .redeem(binding, token, answers, RequestScope::default())
+        .await
 }
 
 /// What a retry got.
@@ -307,5 +323,175 @@ async fn redemption_checks_the_state_then_the_answers_then_takes_the_call_once()
             case.name
         );
         drop(first);
+    }
+}
+
+thread_local! {
+    /// Runs once, from inside the next answer validation on this thread.
+    static DURING_VALIDATION: Cell<Option<Box<dyn FnOnce()>>> = const { Cell::new(None) };
+}
+
+/// Called by the redemption while it validates a retry's answers.
+pub(super) fn while_validating() {
+    if let Some(hook) = DURING_VALIDATION.take() {
+        hook();
+    }
+}
+
+/// Shards a map has by default (dashmap's rule), to bound the search for calls that share one.
+fn default_shards() -> usize {
+    (std::thread::available_parallelism().map_or(1, usize::from) * 4).next_power_of_two()
+}
+
+/// A slow (large) answer validation used to hold the redemption table's shard, and the held
+/// table's, so retries of other calls in those shards waited for it, their runtime thread
+/// blocked. From inside the validation: both shards are free, and a retry of a call in each
+/// one completes without waiting.
+#[tokio::test]
+async fn a_retry_being_validated_holds_no_lock_another_retry_needs() {
+    let bridge = bridge();
+    let first = hold_a_call(&bridge).await;
+    let mut same_redemption_shard = None;
+    let mut same_held_shard = None;
+    for _ in 0..32 * default_shards() {
+        if same_redemption_shard.is_some() && same_held_shard.is_some() {
+            break;
+        }
+        let other = hold_a_call(&bridge).await;
+        if same_redemption_shard.is_none()
+            && held::share_a_shard(&bridge.redemptions, &first.held_id, &other.held_id)
+        {
+            same_redemption_shard = Some(other);
+        } else if same_held_shard.is_none()
+            && bridge.held.share_a_shard(&first.held_id, &other.held_id)
+        {
+            same_held_shard = Some(other);
+        }
+    }
+    let neighbours = [
+        same_redemption_shard.expect("a call in the first one's redemption shard"),
+        same_held_shard.expect("a call in the first one's held-table shard"),
+    ];
+
+    let hook = {
+        let bridge = bridge.clone();
+        let held_id = first.held_id.clone();
+        let tokens: Vec<String> = neighbours.iter().map(|n| n.token.clone()).collect();
+        move || {
+            assert!(
+                !matches!(bridge.redemptions.try_get(&held_id), TryResult::Locked),
+                "the redemption table's shard is locked while answers are validated"
+            );
+            assert!(
+                !bridge.held.shard_is_locked(&held_id),
+                "the held table's shard is locked while answers are validated"
+            );
+            for token in &tokens {
+                let got = retry(&bridge, &binding(), token, &answer(json!("Bo"))).now_or_never();
+                assert!(
+                    matches!(got, Some(Ok(Redeemed::Fresh(_)))),
+                    "a retry of another call did not complete while answers were validated"
+                );
+            }
+        }
+    };
+    DURING_VALIDATION.set(Some(Box::new(hook)));
+    let got = verdict(retry(&bridge, &binding(), &first.token, &answer(json!("Al"))).await);
+    assert!(
+        DURING_VALIDATION.take().is_none(),
+        "the hook ran inside the validation"
+    );
+    assert_eq!(got, Verdict::Fresh);
+    assert_eq!(first.backend.responses_to(1), vec![Ok(heard("Al"))]);
+    for neighbour in &neighbours {
+        assert_eq!(neighbour.backend.responses_to(1), vec![Ok(heard("Bo"))]);
+    }
+}
+
+type PendingRetry = Pin<Box<dyn Future<Output = Result<Redeemed, GatewayError>>>>;
+
+/// Two copies of a retry at once, the second arriving while the first one's answers are
+/// validated.
+struct Race {
+    name: &'static str,
+    first: Map<String, Value>,
+    copy: Map<String, Value>,
+    first_gets: Verdict,
+    copy_gets: Verdict,
+    held: HeldAfter,
+    backend_heard: Vec<Value>,
+}
+
+#[rustfmt::skip]
+fn races() -> Vec<Race> {
+    let valid = || answer(json!("Al"));
+    let invalid = || answer(json!("Bartholomew"));
+    let race = |name, first, copy, first_gets, copy_gets, held, backend_heard| Race {
+        name, first, copy, first_gets, copy_gets, held, backend_heard,
+    };
+    use HeldAfter::*;
+    use Verdict::*;
+    vec![
+        race("the same answers", valid(), valid(), Fresh, Duplicate, Taken, vec![heard("Al")]),
+        race("other answers", valid(), answer(json!("Bo")), Fresh, Refused(StateRejection::ConsumedOrUnknown), Taken, vec![heard("Al")]),
+        race("valid answers behind refused ones", invalid(), valid(), InvalidAnswers, Fresh, Taken, vec![heard("Al")]),
+        race("the same refused answers", invalid(), invalid(), InvalidAnswers, InvalidAnswers, HeldForGrace, vec![]),
+    ]
+}
+
+/// Single use and replay hold without a lock: a copy of a retry that arrives while the first
+/// one's answers are validated waits for its verdict (it cannot redeem the call meanwhile), then
+/// attaches to the first one's outcome, is refused, or is checked in its turn.
+#[tokio::test]
+async fn a_copy_arriving_while_a_retry_is_validated_waits_for_its_verdict() {
+    for race in races() {
+        let bridge = bridge();
+        let round = hold_a_call(&bridge).await;
+        let waiting: Rc<RefCell<Option<PendingRetry>>> = Rc::default();
+        let hook = {
+            let bridge = bridge.clone();
+            let token = round.token.clone();
+            let answers = race.copy.clone();
+            let waiting = waiting.clone();
+            move || {
+                let mut copy: PendingRetry =
+                    Box::pin(async move { retry(&bridge, &binding(), &token, &answers).await });
+                let polled = copy.as_mut().poll(&mut Context::from_waker(Waker::noop()));
+                assert!(
+                    polled.is_pending(),
+                    "a copy of the retry did not wait for the first one's verdict"
+                );
+                *waiting.borrow_mut() = Some(copy);
+            }
+        };
+        DURING_VALIDATION.set(Some(Box::new(hook)));
+        let first = verdict(retry(&bridge, &binding(), &round.token, &race.first).await);
+        let copy = waiting
+            .borrow_mut()
+            .take()
+            .expect("the hook ran inside the validation");
+        let copy = tokio::time::timeout(Duration::from_secs(10), copy)
+            .await
+            .expect("the first one's verdict woke the copy");
+        let copy = verdict(copy);
+        assert_eq!(first, race.first_gets, "{}: the first retry", race.name);
+        assert_eq!(copy, race.copy_gets, "{}: its copy", race.name);
+        assert_eq!(
+            held_after(&bridge, &round.held_id),
+            race.held,
+            "{}: the held call",
+            race.name
+        );
+        let backend_heard: Vec<Value> = round
+            .backend
+            .responses_to(1)
+            .into_iter()
+            .map(|outcome| outcome.unwrap())
+            .collect();
+        assert_eq!(
+            backend_heard, race.backend_heard,
+            "{}: what the backend heard",
+            race.name
+        );
     }
 }

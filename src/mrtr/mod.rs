@@ -22,7 +22,7 @@
 //! waits for both kinds of call.
 
 pub mod call;
-pub mod clock;
+mod clock;
 pub mod held;
 pub mod inputs;
 mod park;

@@ -116,6 +116,7 @@ pub struct Bridge<C: BackendCall = LeasedCall, K: Clock = FineClock> {
     /// With `[fleet]`: where other replicas reach this one, sealed into every state.
     owner_address: Option<String>,
     held: HeldTable<HeldCall<C, K>>,
+    /// Per held id, the record of the retry that redeems (or is redeeming) the call.
     redemptions: DashMap<String, Arc<Redemption>>,
     /// Kept outcomes, bounded like held calls (`max_held`, `max_held_per_principal`).
     kept_outcomes: Quota,
@@ -145,7 +146,7 @@ impl Bridge {
 
 impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
     /// A bridge on any backend call and clock, its sweeper started.
-    pub(super) fn assemble(
+    fn assemble(
         config: MrtrConfig,
         keys: KeyRing,
         instance: String,

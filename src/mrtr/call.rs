@@ -1,26 +1,26 @@
 //! One backend call, across every front request that touches it (the first call and each
 //! retry): relays progress under the current request's token and logs at or above its level,
-//! gates server requests against the current request's capabilities, gathers surfaced ones into
-//! rounds (closed once the backend is quiet, or at the settle window), delivers validated
-//! answers, and enforces the request timeout and the per-round wait.
-//!
-//! A call whose session holds questions the backend asked before the call (its prelude, such as
-//! the `roots/list` sent right after `initialized`) is sent to the backend only once they are
-//! answered: the answers come first, then a `ping` barrier when roots were among them, then the
-//! call. Roots a client gives are recorded on the session, which the pool then keeps from
-//! other flows.
+//! gathers the questions it surfaces into rounds (closed once the backend is quiet, or at the
+//! settle window), resumes with validated answers, and enforces the request timeout and the
+//! per-round wait. How each question is gated, surfaced, answered or abandoned, and how a
+//! call waits for its session's prelude, is in [`questions`].
 //!
 //! Dropping a [`CallDriver`] whose call is unfinished cancels the backend request
 //! (`notifications/cancelled`); the session then returns to the pool.
 //!
-//! The driver reaches the backend only through [`BackendCall`]: in production a [`LeasedCall`]
-//! (the call and the lease of its session), in the unit tests a scripted double, so the rules
-//! above are tested on tokio's paused clock; its waits likewise run on a [`Clock`]: in production
-//! the [`FineClock`], in the unit tests tokio's own timer. The driver is generic over both, not
-//! boxed: the forwarding path pays no dynamic dispatch.
+//! The driver reaches the backend only through [`BackendCall`] ([`backend`]): in production a
+//! [`LeasedCall`] (the call and the lease of its session), in the unit tests a scripted double,
+//! so the rules are tested on tokio's paused clock; its waits likewise run on a [`Clock`]: in
+//! production the [`FineClock`], in the unit tests tokio's own timer. The driver is generic over
+//! both, not boxed: the forwarding path pays no dynamic dispatch.
+
+mod backend;
+#[cfg(test)]
+pub(super) mod fake;
+mod questions;
 
 use std::collections::{HashSet, VecDeque};
-use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
@@ -28,13 +28,10 @@ use serde_json::{json, Map, Value};
 // in tests; outside tests it is the monotonic clock itself.
 use tokio::time::Instant;
 
+pub use self::backend::{BackendCall, LeasedCall};
 use super::clock::{Clock, FineClock};
-use super::inputs::{
-    assign_key, check_answer, gate, validate_answer, Gate, InputKind, PendingInput,
-};
-use crate::backend::pool::Lease;
-use crate::backend::session::{answer_locally, ActiveCall, CallEvent};
-use crate::backend::BackendError;
+use super::inputs::{check_answer, PendingInput};
+use crate::backend::session::CallEvent;
 use crate::error::GatewayError;
 use crate::jsonrpc::{self, JsonRpcError};
 use crate::protocol::log_level_rank;
@@ -87,122 +84,6 @@ pub struct RequestScope {
     pub preanswers: Map<String, Value>,
 }
 
-/// What the driver needs from one backend call and the session it runs on.
-pub trait BackendCall: Send {
-    /// The call waits for its prelude's questions to be answered.
-    fn is_unsent(&self) -> bool;
-    /// Sends the call a prelude held back (nothing happens if it was sent).
-    fn send(&mut self) -> Result<(), BackendError>;
-    /// The next event for the call; a closed session yields `CallEvent::Failed`. Must be
-    /// cancel-safe: the driver races it against its timers.
-    fn next_event(&mut self) -> impl Future<Output = CallEvent> + Send;
-    /// An event that already arrived, without waiting.
-    fn try_next_event(&mut self) -> Option<CallEvent>;
-    /// No event is buffered and none can come.
-    fn events_closed(&self) -> bool;
-    /// Answers a server request of this call.
-    fn respond(
-        &self,
-        server_request_id: Value,
-        outcome: Result<Value, JsonRpcError>,
-    ) -> Result<(), BackendError>;
-    /// Hands a server request back to the session's unsolicited policy.
-    fn release(&self, id: Value, method: String, params: Option<Value>);
-    fn session_alive(&self) -> bool;
-    /// A client's roots reached the backend on this session.
-    fn note_client_roots(&self);
-    /// Returns once roots given before apply to what is sent next.
-    fn roots_barrier(&self) -> impl Future<Output = ()> + Send;
-    /// Sets the backend's log level, when it logs and the level differs from the session's.
-    fn apply_log_level(
-        &self,
-        level: Option<&str>,
-        timeout: Duration,
-    ) -> impl Future<Output = Result<(), BackendError>> + Send;
-}
-
-/// A call on a leased session: the production [`BackendCall`].
-pub struct LeasedCall {
-    // Declared before `lease`, so dropped first: an unfinished call is cancelled before its
-    // session is returned to the pool (a session lent again must not carry the old call).
-    call: ActiveCall,
-    lease: Lease,
-}
-
-impl LeasedCall {
-    pub fn new(call: ActiveCall, lease: Lease) -> Self {
-        Self { call, lease }
-    }
-}
-
-impl BackendCall for LeasedCall {
-    #[inline]
-    fn is_unsent(&self) -> bool {
-        self.call.is_unsent()
-    }
-
-    #[inline]
-    fn send(&mut self) -> Result<(), BackendError> {
-        self.call.send()
-    }
-
-    #[inline]
-    async fn next_event(&mut self) -> CallEvent {
-        self.call.next_event().await
-    }
-
-    #[inline]
-    fn try_next_event(&mut self) -> Option<CallEvent> {
-        self.call.try_next_event()
-    }
-
-    #[inline]
-    fn events_closed(&self) -> bool {
-        self.call.events_closed()
-    }
-
-    #[inline]
-    fn respond(
-        &self,
-        server_request_id: Value,
-        outcome: Result<Value, JsonRpcError>,
-    ) -> Result<(), BackendError> {
-        self.call.respond(server_request_id, outcome)
-    }
-
-    #[inline]
-    fn release(&self, id: Value, method: String, params: Option<Value>) {
-        self.call.release(id, method, params);
-    }
-
-    fn session_alive(&self) -> bool {
-        self.lease.session().is_some_and(|s| s.is_alive())
-    }
-
-    fn note_client_roots(&self) {
-        if let Some(session) = self.lease.session() {
-            session.note_client_roots();
-        }
-    }
-
-    async fn roots_barrier(&self) {
-        if let Some(session) = self.lease.session() {
-            session.roots_barrier().await;
-        }
-    }
-
-    async fn apply_log_level(
-        &self,
-        level: Option<&str>,
-        timeout: Duration,
-    ) -> Result<(), BackendError> {
-        match self.lease.session() {
-            Some(session) => session.apply_log_level(level, timeout).await,
-            None => Ok(()),
-        }
-    }
-}
-
 pub struct CallDriver<C: BackendCall = LeasedCall, K: Clock = FineClock> {
     /// `Drop` answers the outstanding inputs through it; dropping it then ends the call.
     call: C,
@@ -218,8 +99,9 @@ pub struct CallDriver<C: BackendCall = LeasedCall, K: Clock = FineClock> {
     /// When it closes if the backend stays quiet (`settle.quiet` after its last event).
     quiet_deadline: Option<Instant>,
     idle_deadline: Option<Instant>,
-    /// Surfaced inputs not answered yet.
-    outstanding: Vec<PendingInput>,
+    /// Surfaced inputs not answered yet. Shared while a retry's answers are validated against
+    /// them (outside the held table's lock); changed only through [`Self::outstanding_mut`].
+    outstanding: Arc<Vec<PendingInput>>,
     /// Capabilities the backend asked for that this request did not declare.
     refused: Option<Value>,
     keys_used: HashSet<String>,
@@ -242,15 +124,21 @@ pub struct CallDriver<C: BackendCall = LeasedCall, K: Clock = FineClock> {
 /// Answers checked against the inputs they answer, ready for the backend.
 pub struct ValidatedAnswers(Vec<(String, Value)>);
 
-fn merge(into: &mut Value, from: Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k).or_insert_with(|| json!({})), v);
-            }
-        }
-        (slot, v) => *slot = v,
+/// Checks a retry's `inputResponses` against the inputs of its round without changing anything.
+/// Unknown keys are ignored; missing keys stay outstanding. Answers to URL-mode requests are
+/// checked like any other, though the backend never sees them.
+pub fn validate_answers(
+    inputs: &[PendingInput],
+    answers: &Map<String, Value>,
+) -> Result<ValidatedAnswers, GatewayError> {
+    let mut checked = Vec::new();
+    for input in inputs {
+        let Some(answer) = answers.get(&input.key) else {
+            continue;
+        };
+        checked.push((input.key.clone(), check_answer(input, answer)?));
     }
+    Ok(ValidatedAnswers(checked))
 }
 
 impl<C: BackendCall, K: Clock> CallDriver<C, K> {
@@ -275,7 +163,7 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
             settle_deadline: None,
             quiet_deadline: None,
             idle_deadline: None,
-            outstanding: Vec::new(),
+            outstanding: Arc::default(),
             refused: None,
             keys_used: HashSet::new(),
             key_counter: 0,
@@ -308,20 +196,15 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
         self.clock.release();
     }
 
-    /// Checks a retry's `inputResponses` against the outstanding inputs without changing
-    /// anything. Unknown keys are ignored; missing keys stay outstanding.
-    pub fn validate_answers(
-        &self,
-        answers: &Map<String, Value>,
-    ) -> Result<ValidatedAnswers, GatewayError> {
-        let mut checked = Vec::new();
-        for input in &self.outstanding {
-            let Some(answer) = answers.get(&input.key) else {
-                continue;
-            };
-            checked.push((input.key.clone(), check_answer(input, answer)?));
-        }
-        Ok(ValidatedAnswers(checked))
+    /// The inputs a retry answers, shared: its answers are validated against them while the
+    /// driver stays in the held table, unlocked.
+    pub fn outstanding_inputs(&self) -> Arc<Vec<PendingInput>> {
+        self.outstanding.clone()
+    }
+
+    /// The outstanding inputs, to change: copied only if a validation still shares them.
+    fn outstanding_mut(&mut self) -> &mut Vec<PendingInput> {
+        Arc::make_mut(&mut self.outstanding)
     }
 
     /// Resumes the call for a retry: the retry's scope applies from now on, answers go to the
@@ -332,13 +215,13 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
         // Questions the backend withdrew while the call was held must not be answered.
         while let Some(event) = self.call.try_next_event() {
             if let CallEvent::ServerRequestCancelled { id } = &event {
-                self.outstanding.retain(|p| p.backend_id != *id);
+                self.outstanding_mut().retain(|p| p.backend_id != *id);
             }
             self.backlog.push_back(event);
         }
         for (key, result) in answers.0 {
             if let Some(pos) = self.outstanding.iter().position(|p| p.key == key) {
-                let input = self.outstanding.remove(pos);
+                let input = self.outstanding_mut().remove(pos);
                 self.deliver(&input, result);
             }
         }
@@ -376,21 +259,6 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
         self.round_due().is_some_and(|due| due <= now)
     }
 
-    /// Gives the backend a client's answer to one of its questions.
-    fn deliver(&mut self, input: &PendingInput, result: Value) {
-        if let Err(e) = self.call.respond(input.backend_id.clone(), Ok(result)) {
-            tracing::debug!(error = %e, "delivering an answer failed");
-            return;
-        }
-        if input.kind == InputKind::Roots {
-            self.call.note_client_roots();
-            if self.call.is_unsent() {
-                self.prelude_gave_roots = true;
-                self.roots_to_settle = true;
-            }
-        }
-    }
-
     /// Handles every event already queued for the call, without waiting.
     fn take_queued_events(&mut self) -> Option<Step> {
         while let Some(event) = self.call.try_next_event() {
@@ -401,171 +269,12 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
         None
     }
 
-    /// Sends the call once its prelude is over: every question the backend asked before it is
-    /// answered (or there were none left to ask). Roots given meanwhile must apply first.
-    async fn send_after_prelude(&mut self) -> Option<Step> {
-        // The prelude's questions were queued before the driver ran.
-        if let Some(wait) = self.prelude_waits() {
-            return wait;
-        }
-        if self.prelude_asked_roots && !self.prelude_gave_roots {
-            // The backend withdrew its roots question before this client's answer reached it
-            // (the TypeScript SDK gives up after 60 s): it still holds the roots it had.
-            return Some(Step::End(Ending::Failed(GatewayError::Busy(
-                "the backend withdrew its roots question before the answer reached it; send the request again"
-                    .into(),
-            ))));
-        }
-        if std::mem::take(&mut self.roots_to_settle) {
-            self.call.roots_barrier().await;
-            // What the backend asked meanwhile comes before the call too.
-            if let Some(wait) = self.prelude_waits() {
-                return wait;
-            }
-        }
-        match self.call.send() {
-            Ok(()) => None,
-            Err(e) => Some(Step::End(Ending::Failed(e.into()))),
-        }
-    }
-
-    /// Handles what the backend has queued; `Some` while the call cannot be sent yet: with the
-    /// step to show, or with `None` when questions wait for their answers.
-    fn prelude_waits(&mut self) -> Option<Option<Step>> {
-        if let Some(step) = self.take_queued_events() {
-            return Some(Some(step));
-        }
-        (!self.outstanding.is_empty() || !self.backlog.is_empty()).then_some(None)
-    }
-
-    /// Answers every outstanding input as abandoned: elicitations are cancelled, other kinds
-    /// get an error. The call itself is cancelled when the driver is dropped.
-    pub fn abandon(&mut self, reason: &str) {
-        for input in self.outstanding.drain(..) {
-            if input.deferred {
-                // Not this call's question: the session's policy decides, as when it arrived.
-                let (method, params) = input.original;
-                self.call.release(input.backend_id, method, params);
-                continue;
-            }
-            let outcome = match input.kind {
-                InputKind::Elicitation => Ok(json!({ "action": "cancel" })),
-                _ => Err(JsonRpcError::new(
-                    jsonrpc::codes::INTERNAL_ERROR,
-                    format!("The client did not answer: {reason}"),
-                )),
-            };
-            let _ = self.call.respond(input.backend_id, outcome);
-        }
-    }
-
     /// Sets the backend's log level to what the current request asked for.
     pub async fn apply_log_level(&self) -> Result<(), GatewayError> {
         self.call
             .apply_log_level(self.scope.log_level.as_deref(), self.timeout)
             .await
             .map_err(GatewayError::from)
-    }
-
-    fn on_server_request(
-        &mut self,
-        id: Value,
-        method: String,
-        params: Option<Value>,
-        deferred: bool,
-    ) {
-        if !self.interruptible {
-            // This method cannot carry input_required, so the request is not its question:
-            // the session's unsolicited policy answers or keeps it.
-            self.call.release(id, method, params);
-            return;
-        }
-        match gate(&method, params.as_ref(), &self.scope.client_capabilities) {
-            None => {
-                let _ = self.call.respond(id, answer_locally(&method));
-            }
-            Some(Gate::Refuse { error, required }) => {
-                tracing::debug!(%method, "server request needs a capability the client did not declare");
-                let _ = self.call.respond(id, Err(error));
-                merge(self.refused.get_or_insert_with(|| json!({})), required);
-            }
-            Some(Gate::Surface { kind, request }) => {
-                if kind == InputKind::Roots && self.call.is_unsent() {
-                    self.prelude_asked_roots = true;
-                }
-                let key = assign_key(
-                    params.as_ref(),
-                    kind,
-                    &self.keys_used,
-                    &mut self.key_counter,
-                );
-                self.keys_used.insert(key.clone());
-                let input = PendingInput {
-                    key,
-                    backend_id: id,
-                    kind,
-                    request,
-                    original: (method, params),
-                    deferred,
-                };
-                if let Some(answer) = self.scope.preanswers.remove(&input.key) {
-                    if let Ok(result) = validate_answer(&input, &answer) {
-                        self.deliver(&input, result);
-                        return;
-                    }
-                }
-                self.outstanding.push(input);
-                if self.settle_deadline.is_none() {
-                    self.start_gathering(Instant::now());
-                }
-            }
-        }
-    }
-
-    /// Turns a 2025-11-25 URLElicitationRequiredError into URL-mode input requests.
-    fn url_required(&mut self, error: JsonRpcError) -> Step {
-        let elicitations = error
-            .data
-            .as_ref()
-            .and_then(|d| d.get("elicitations"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let mut inputs = Vec::new();
-        for elicitation in elicitations {
-            let Value::Object(mut params) = elicitation else {
-                continue;
-            };
-            params.insert("mode".into(), json!("url"));
-            let params = Value::Object(params);
-            match gate(
-                "elicitation/create",
-                Some(&params),
-                &self.scope.client_capabilities,
-            ) {
-                Some(Gate::Surface { kind, request }) => {
-                    let key =
-                        assign_key(Some(&params), kind, &self.keys_used, &mut self.key_counter);
-                    self.keys_used.insert(key.clone());
-                    inputs.push(PendingInput {
-                        key,
-                        backend_id: Value::Null,
-                        kind,
-                        request,
-                        original: ("elicitation/create".into(), Some(params)),
-                        deferred: false,
-                    });
-                }
-                Some(Gate::Refuse { required, .. }) => {
-                    return Step::End(Ending::Failed(GatewayError::MissingCapability { required }))
-                }
-                None => {}
-            }
-        }
-        if inputs.is_empty() {
-            return Step::End(Ending::Final(Err(error)));
-        }
-        Step::End(Ending::UrlRequired { inputs, error })
     }
 
     pub async fn next_step(&mut self) -> Step {
@@ -682,7 +391,7 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
             }
             CallEvent::ServerRequestCancelled { id } => {
                 // The backend withdrew its question: never answer it, never ask it.
-                self.outstanding.retain(|p| p.backend_id != id);
+                self.outstanding_mut().retain(|p| p.backend_id != id);
                 if self.outstanding.is_empty() {
                     self.stop_gathering();
                 }

@@ -83,6 +83,11 @@ impl<T> HeldTable<T> {
         }
     }
 
+    /// Reads an entry (its shard shares the lock with other readers meanwhile).
+    pub fn read<R>(&self, id: &str, read: impl FnOnce(&T) -> R) -> Option<R> {
+        self.entries.get(id).map(|slot| read(&slot.value))
+    }
+
     /// Reads or changes an entry in place.
     pub fn update<R>(&self, id: &str, change: impl FnOnce(&mut T) -> R) -> Option<R> {
         self.entries
@@ -118,6 +123,30 @@ where
 {
     if map.capacity() > 4 * map.len() + 1024 {
         map.shrink_to_fit();
+    }
+}
+
+/// Whether `a` and `b` fall in the same shard of `map`: with `a`'s shard locked, `b` cannot be
+/// read. `a` need not be in the map (nothing is inserted).
+#[cfg(test)]
+pub fn share_a_shard<V>(map: &DashMap<String, V>, a: &str, b: &str) -> bool {
+    let _locked = map.entry(a.to_owned());
+    matches!(map.try_get(b), dashmap::try_result::TryResult::Locked)
+}
+
+#[cfg(test)]
+impl<T> HeldTable<T> {
+    /// Whether the shard that holds `id` is locked right now, by this thread or another.
+    pub fn shard_is_locked(&self, id: &str) -> bool {
+        matches!(
+            self.entries.try_get(id),
+            dashmap::try_result::TryResult::Locked
+        )
+    }
+
+    /// Whether entries `a` and `b` fall in the same shard of the table.
+    pub fn share_a_shard(&self, a: &str, b: &str) -> bool {
+        share_a_shard(&self.entries, a, b)
     }
 }
 

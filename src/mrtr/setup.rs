@@ -96,7 +96,7 @@ impl Bridge {
         let scope = match continuation {
             None | Some(Continuation::First) => scope,
             Some(Continuation::Retry { token, answers }) => {
-                match self.redeem(&binding, &token, &answers, scope)? {
+                match self.redeem(&binding, &token, &answers, scope).await? {
                     Redeemed::Fresh(events) => return Ok(first_answer(events).await),
                     Redeemed::Duplicate(mut outcome) => {
                         let wait = pool.request_timeout() + self.config.round_wait;

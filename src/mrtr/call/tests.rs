@@ -1,156 +1,12 @@
 //! The driver's rules, one per test, on tokio's paused clock against [`FakeCall`]: a backend
 //! call whose events the test pushes and which records what the driver sent back.
 
-use std::sync::{Arc, Mutex};
-
-use tokio::sync::mpsc;
 use tokio::time::sleep;
 
+use super::fake::{Backend, FakeCall, Sent};
 use super::*;
 use crate::jsonrpc::codes;
 use crate::mrtr::clock::{Clock, FineClock, TokioClock};
-
-/// What the driver did to the backend, in order.
-#[derive(Debug, Clone, PartialEq)]
-enum Sent {
-    Respond(Value, Result<Value, JsonRpcError>),
-    Release(Value, String),
-    Send,
-    NoteRoots,
-    Barrier,
-}
-
-type Log = Arc<Mutex<Vec<Sent>>>;
-
-/// A scripted [`BackendCall`].
-struct FakeCall {
-    events: mpsc::UnboundedReceiver<CallEvent>,
-    unsent: bool,
-    log: Log,
-}
-
-impl FakeCall {
-    fn record(&self, sent: Sent) {
-        self.log.lock().unwrap().push(sent);
-    }
-}
-
-impl BackendCall for FakeCall {
-    fn is_unsent(&self) -> bool {
-        self.unsent
-    }
-
-    fn send(&mut self) -> Result<(), BackendError> {
-        if std::mem::take(&mut self.unsent) {
-            self.record(Sent::Send);
-        }
-        Ok(())
-    }
-
-    async fn next_event(&mut self) -> CallEvent {
-        self.events
-            .recv()
-            .await
-            .unwrap_or_else(|| CallEvent::Failed(BackendError::Closed("test over".into())))
-    }
-
-    fn try_next_event(&mut self) -> Option<CallEvent> {
-        self.events.try_recv().ok()
-    }
-
-    fn events_closed(&self) -> bool {
-        self.events.is_closed() && self.events.is_empty()
-    }
-
-    fn respond(
-        &self,
-        server_request_id: Value,
-        outcome: Result<Value, JsonRpcError>,
-    ) -> Result<(), BackendError> {
-        self.record(Sent::Respond(server_request_id, outcome));
-        Ok(())
-    }
-
-    fn release(&self, id: Value, method: String, _params: Option<Value>) {
-        self.record(Sent::Release(id, method));
-    }
-
-    fn session_alive(&self) -> bool {
-        true
-    }
-
-    fn note_client_roots(&self) {
-        self.record(Sent::NoteRoots);
-    }
-
-    async fn roots_barrier(&self) {
-        self.record(Sent::Barrier);
-    }
-
-    async fn apply_log_level(
-        &self,
-        _level: Option<&str>,
-        _timeout: Duration,
-    ) -> Result<(), BackendError> {
-        Ok(())
-    }
-}
-
-/// The test's end of a [`FakeCall`].
-struct Backend {
-    events: mpsc::UnboundedSender<CallEvent>,
-    log: Log,
-}
-
-impl Backend {
-    fn push(&self, event: CallEvent) {
-        // A driver already dropped hears nothing, as a real session would.
-        let _ = self.events.send(event);
-    }
-
-    fn ask(&self, id: i64, method: &str, params: Value) {
-        self.push(CallEvent::ServerRequest {
-            id: json!(id),
-            method: method.into(),
-            params: Some(params),
-            deferred: false,
-        });
-    }
-
-    fn ask_deferred(&self, id: i64, method: &str, params: Option<Value>) {
-        self.push(CallEvent::ServerRequest {
-            id: json!(id),
-            method: method.into(),
-            params,
-            deferred: true,
-        });
-    }
-
-    fn withdraw(&self, id: i64) {
-        self.push(CallEvent::ServerRequestCancelled { id: json!(id) });
-    }
-
-    fn answer(&self) {
-        self.push(CallEvent::Final(Ok(crate::jsonrpc::raw(
-            &json!({ "content": [] }),
-        ))));
-    }
-
-    fn sent(&self) -> Vec<Sent> {
-        self.log.lock().unwrap().clone()
-    }
-
-    /// What the driver answered to server request `id`, in order.
-    fn responses_to(&self, id: i64) -> Vec<Result<Value, JsonRpcError>> {
-        self.sent()
-            .into_iter()
-            .filter_map(|s| match s {
-                Sent::Respond(rid, outcome) if rid == json!(id) => Some(outcome),
-                _ => None,
-            })
-            .collect()
-    }
-}
 
 const SETTLE: Duration = Duration::from_millis(50);
 const QUIET: Duration = Duration::from_millis(5);
@@ -188,13 +44,7 @@ impl Setup {
 
     /// The same driver on another clock.
     fn start_on<K: Clock>(self) -> (CallDriver<FakeCall, K>, Backend) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let log = Log::default();
-        let call = FakeCall {
-            events: rx,
-            unsent: self.unsent,
-            log: log.clone(),
-        };
+        let (call, backend) = FakeCall::new(self.unsent);
         let driver = CallDriver::new(
             call,
             self.interruptible,
@@ -203,7 +53,7 @@ impl Setup {
             self.timeout,
             self.settle,
         );
-        (driver, Backend { events: tx, log })
+        (driver, backend)
     }
 }
 
@@ -231,6 +81,14 @@ fn answers(pairs: &[(&str, Value)]) -> Map<String, Value> {
         .iter()
         .map(|(k, v)| ((*k).to_string(), v.clone()))
         .collect()
+}
+
+/// A retry's answers checked against what the driver asks, as the bridge checks them.
+fn validate<K: Clock>(
+    driver: &CallDriver<FakeCall, K>,
+    answers: &Map<String, Value>,
+) -> Result<ValidatedAnswers, GatewayError> {
+    validate_answers(&driver.outstanding_inputs(), answers)
 }
 
 /// The driver's next step and how long (paused clock) it took.
@@ -304,7 +162,7 @@ async fn questions_back_to_back_make_one_round_closed_by_the_quiet_gap() {
         ("elicitation-1", accept("a")),
         ("elicitation-2", accept("b")),
     ]);
-    let validated = driver.validate_answers(&all).unwrap();
+    let validated = validate(&driver, &all).unwrap();
     driver.resume(scope(json!({"elicitation": {}})), validated, ROUND_WAIT);
     let (step, took) = timed_step(&mut driver).await;
     assert!(matches!(ending(step), Ending::InputRequired));
@@ -405,9 +263,7 @@ async fn round_wait_ends_a_quiet_retry_and_an_event_before_it_wins() {
     ));
     driver.parked();
 
-    let validated = driver
-        .validate_answers(&answers(&[("elicitation-1", accept("ada"))]))
-        .unwrap();
+    let validated = validate(&driver, &answers(&[("elicitation-1", accept("ada"))])).unwrap();
     driver.resume(scope(caps.clone()), validated, ROUND_WAIT);
     let (step, took) = timed_step(&mut driver).await;
     assert!(matches!(ending(step), Ending::InputRequired));
@@ -415,7 +271,7 @@ async fn round_wait_ends_a_quiet_retry_and_an_event_before_it_wins() {
     assert!(driver.input_requests().is_empty());
     driver.parked();
 
-    let validated = driver.validate_answers(&Map::new()).unwrap();
+    let validated = validate(&driver, &Map::new()).unwrap();
     driver.resume(scope(caps), validated, ROUND_WAIT);
     let script = async {
         sleep(Duration::from_secs(1)).await;
@@ -475,7 +331,7 @@ async fn one_bad_answer_refuses_all_and_the_backend_hears_nothing() {
     let (driver, backend) = two_questions().await;
     let bad = json!({ "action": "accept", "content": {} });
     let retry = answers(&[("elicitation-1", accept("a")), ("elicitation-2", bad)]);
-    match driver.validate_answers(&retry) {
+    match validate(&driver, &retry) {
         Err(GatewayError::InvalidParams { data, .. }) => {
             assert_eq!(data, Some(json!({ "key": "elicitation-2" })));
         }
@@ -493,7 +349,7 @@ async fn resumed_answers_reach_the_backend_exactly_once() {
         ("elicitation-1", accept("a")),
         ("elicitation-2", accept("b")),
     ]);
-    let validated = driver.validate_answers(&retry).unwrap();
+    let validated = validate(&driver, &retry).unwrap();
     driver.resume(scope(json!({"elicitation": {}})), validated, ROUND_WAIT);
     backend.answer();
     assert!(matches!(
@@ -513,7 +369,7 @@ async fn a_question_withdrawn_while_held_is_never_answered() {
         ("elicitation-2", accept("b")),
     ]);
     // Validated before the driver sees the withdrawal, as when it arrives during the retry.
-    let validated = driver.validate_answers(&retry).unwrap();
+    let validated = validate(&driver, &retry).unwrap();
     backend.withdraw(1);
     driver.resume(scope(json!({"elicitation": {}})), validated, ROUND_WAIT);
     backend.answer();
@@ -683,9 +539,7 @@ async fn roots_prelude() -> (CallDriver<FakeCall, TokioClock>, Backend) {
 async fn a_prelude_call_is_sent_after_its_roots_and_a_barrier() {
     let (mut driver, backend) = roots_prelude().await;
     let roots = json!({ "roots": [{ "uri": "file:///work" }] });
-    let validated = driver
-        .validate_answers(&answers(&[("roots-1", roots.clone())]))
-        .unwrap();
+    let validated = validate(&driver, &answers(&[("roots-1", roots.clone())])).unwrap();
     driver.resume(scope(json!({"roots": {}})), validated, ROUND_WAIT);
     let script = async {
         sleep(Duration::from_millis(10)).await;
@@ -709,9 +563,7 @@ async fn a_prelude_roots_question_withdrawn_unanswered_fails_the_call_unsent() {
     let (mut driver, backend) = roots_prelude().await;
     backend.withdraw(1);
     let roots = json!({ "roots": [{ "uri": "file:///work" }] });
-    let validated = driver
-        .validate_answers(&answers(&[("roots-1", roots)]))
-        .unwrap();
+    let validated = validate(&driver, &answers(&[("roots-1", roots)])).unwrap();
     driver.resume(scope(json!({"roots": {}})), validated, ROUND_WAIT);
     assert!(matches!(
         ending(driver.next_step().await),

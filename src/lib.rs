@@ -17,7 +17,7 @@
 //! and benchmarks reach inside is in `internals`, built only for them.
 
 // What a module offers the others is `pub(crate)`; `pub` is the public surface alone.
-#![allow(unreachable_pub)]
+#![warn(unreachable_pub)]
 // No panicking shortcut on a request path; tests may use them.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -61,7 +61,8 @@ pub mod internals {
     pub use crate::http_serve::headers::decode_header_value;
     pub use crate::jsonrpc::raw as raw_json;
     pub use crate::mrtr::held::HeldTable;
-    pub use crate::mrtr::inputs::{gate, validate_answer, Gate, InputKind, PendingInput};
+    pub use crate::mrtr::inputs::answers::validate_answer;
+    pub use crate::mrtr::inputs::{gate, Gate, InputKind, PendingInput};
     pub use crate::mrtr::state::{now_ms, params_digest, random_id};
     pub use crate::protocol::Method;
 }

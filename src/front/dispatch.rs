@@ -25,8 +25,8 @@ use crate::http_serve::{
     answer_early, error_outcome, error_response, json_response, labeled, Body,
 };
 use crate::jsonrpc;
-use crate::mrtr::setup::{Caller, Continuation, ForwardedCall};
 use crate::mrtr::Bridge;
+use crate::mrtr::{Caller, Continuation, ForwardedCall};
 use crate::protocol::Method;
 
 #[derive(Clone)]

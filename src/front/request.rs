@@ -13,8 +13,8 @@ use crate::error::{GatewayError, StateRejection};
 use crate::http_serve::{decode_header_value, header_str};
 use crate::jsonrpc::{Message, ShapeError};
 use crate::legacy::serve::LegacyRequest;
-use crate::mrtr::call::RequestScope;
-use crate::mrtr::setup::{Continuation, ForwardedCall};
+use crate::mrtr::RequestScope;
+use crate::mrtr::{Continuation, ForwardedCall};
 use crate::protocol::{
     log_level_rank, Method, LOG_LEVELS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL,
     META_PROTOCOL_VERSION, PROTOCOL_VERSION_HEADER, SUPPORTED_VERSIONS,

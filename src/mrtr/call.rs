@@ -28,7 +28,7 @@ use serde_json::{json, Map, Value};
 // in tests; outside tests it is the monotonic clock itself.
 use tokio::time::Instant;
 
-pub use self::backend::{BackendCall, LeasedCall};
+pub(crate) use self::backend::{BackendCall, LeasedCall};
 use super::clock::{Clock, FineClock};
 use super::inputs::{check_answer, PendingInput};
 use crate::backend::session::CallEvent;
@@ -127,7 +127,7 @@ pub struct ValidatedAnswers(Vec<(String, Value)>);
 /// Checks a retry's `inputResponses` against the inputs of its round without changing anything.
 /// Unknown keys are ignored; missing keys stay outstanding. Answers to URL-mode requests are
 /// checked like any other, though the backend never sees them.
-pub fn validate_answers(
+pub(crate) fn validate_answers(
     inputs: &[PendingInput],
     answers: &Map<String, Value>,
 ) -> Result<ValidatedAnswers, GatewayError> {

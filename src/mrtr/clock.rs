@@ -35,7 +35,7 @@ pub trait Clock: Default + Send {
 /// Tokio's timer, which a test can pause.
 #[cfg(test)]
 #[derive(Debug, Default)]
-pub struct TokioClock;
+pub(super) struct TokioClock;
 
 #[cfg(test)]
 impl Clock for TokioClock {

@@ -9,7 +9,7 @@
 use dashmap::DashMap;
 
 use super::quota::Quota;
-pub use crate::error::HeldError;
+pub(crate) use crate::error::HeldError;
 
 struct Slot<T> {
     /// Digest of the principal the entry is counted against.
@@ -117,7 +117,7 @@ impl<T> HeldTable<T> {
 }
 
 /// Shrinks `map` when it holds far fewer entries than it has room for (after a burst).
-pub fn shrink_if_sparse<K, V>(map: &DashMap<K, V>)
+pub(crate) fn shrink_if_sparse<K, V>(map: &DashMap<K, V>)
 where
     K: Eq + std::hash::Hash,
 {
@@ -129,7 +129,7 @@ where
 /// Whether `a` and `b` fall in the same shard of `map`: with `a`'s shard locked, `b` cannot be
 /// read. `a` need not be in the map (nothing is inserted).
 #[cfg(test)]
-pub fn share_a_shard<V>(map: &DashMap<String, V>, a: &str, b: &str) -> bool {
+pub(crate) fn share_a_shard<V>(map: &DashMap<String, V>, a: &str, b: &str) -> bool {
     let _locked = map.entry(a.to_owned());
     matches!(map.try_get(b), dashmap::try_result::TryResult::Locked)
 }

@@ -3,16 +3,16 @@
 //! `InputRequest`s. The client's answers to them are checked in [`answers`] before anything
 //! reaches the backend.
 
-mod answers;
+pub(crate) mod answers;
 
 use std::collections::HashSet;
 
 use serde_json::{json, Map, Value};
 
-pub use self::answers::{check_answer, validate_answer};
+pub(crate) use self::answers::{check_answer, validate_answer};
 use crate::jsonrpc::{codes, JsonRpcError};
 /// `_meta` key by which a backend may name an input.
-pub const INPUT_KEY_HINT: &str = "mrtr-gateway/inputKey";
+pub(crate) const INPUT_KEY_HINT: &str = "mrtr-gateway/inputKey";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InputKind {
@@ -182,7 +182,7 @@ fn valid_key(key: &str) -> bool {
 }
 
 /// The key of a new input: the backend's hint when valid and unused, else `<kind>-<n>`.
-pub fn assign_key(
+pub(crate) fn assign_key(
     params: Option<&Value>,
     kind: InputKind,
     used: &HashSet<String>,

@@ -21,16 +21,16 @@
 //! away); one sweeper task ends abandoned rounds. [`Bridge::shutdown`] stops the sweeper and
 //! waits for both kinds of call.
 
-pub mod call;
+mod call;
 mod clock;
-pub mod held;
-pub mod inputs;
+pub(crate) mod held;
+pub(crate) mod inputs;
 mod park;
-pub mod quota;
+pub(crate) mod quota;
 mod redeem;
 mod run;
-pub mod setup;
-pub mod state;
+mod setup;
+pub(crate) mod state;
 mod sweep;
 
 use std::sync::atomic::AtomicU64;
@@ -43,13 +43,15 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub(crate) use self::call::RequestScope;
 use self::call::{BackendCall, LeasedCall};
 use self::clock::{Clock, FineClock};
 use self::held::HeldTable;
 use self::park::HeldCall;
 use self::quota::Quota;
 use self::redeem::Redemption;
-pub use self::redeem::{Location, Redeemed};
+pub(crate) use self::redeem::{Location, Redeemed};
+pub(crate) use self::setup::{Caller, Continuation, ForwardedCall};
 use self::state::KeyRing;
 use crate::config::MrtrConfig;
 use crate::error::GatewayError;

@@ -21,7 +21,7 @@ impl Drop for Place {
     }
 }
 
-pub struct Quota {
+pub(crate) struct Quota {
     /// Places taken, per principal digest.
     per_principal: DashMap<String, usize>,
     /// Places taken, gateway-wide.
@@ -31,7 +31,7 @@ pub struct Quota {
 }
 
 impl Quota {
-    pub fn new(max_total: usize, max_per_principal: usize) -> Self {
+    pub(crate) fn new(max_total: usize, max_per_principal: usize) -> Self {
         Self {
             per_principal: DashMap::new(),
             taken: AtomicUsize::new(0),
@@ -41,7 +41,7 @@ impl Quota {
     }
 
     /// Takes one place for `principal`, or says which bound is reached.
-    pub fn take(&self, principal: &str) -> Result<(), HeldError> {
+    pub(crate) fn take(&self, principal: &str) -> Result<(), HeldError> {
         // A principal that holds places already needs no new key.
         if let Some(mut mine) = self.per_principal.get_mut(principal) {
             return self.count_in(&mut mine);
@@ -67,7 +67,7 @@ impl Quota {
     }
 
     /// Gives back a place `principal` took.
-    pub fn give_back(&self, principal: &str) {
+    pub(crate) fn give_back(&self, principal: &str) {
         if let Some(mut count) = self.per_principal.get_mut(principal) {
             *count = count.saturating_sub(1);
         }
@@ -77,7 +77,7 @@ impl Quota {
     }
 
     /// Takes one place for `principal` as a guard that gives it back when dropped.
-    pub fn place(self: &Arc<Self>, principal: String) -> Result<Place, HeldError> {
+    pub(crate) fn place(self: &Arc<Self>, principal: String) -> Result<Place, HeldError> {
         self.take(&principal)?;
         Ok(Place {
             quota: self.clone(),
@@ -86,13 +86,13 @@ impl Quota {
     }
 
     /// Places taken now, gateway-wide.
-    pub fn taken(&self) -> usize {
+    pub(crate) fn taken(&self) -> usize {
         self.taken.load(Ordering::Acquire)
     }
 
     /// Places `principal` holds now.
     #[cfg(test)]
-    pub fn taken_by(&self, principal: &str) -> usize {
+    pub(crate) fn taken_by(&self, principal: &str) -> usize {
         self.per_principal.get(principal).map_or(0, |n| *n)
     }
 }

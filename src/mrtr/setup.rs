@@ -132,9 +132,7 @@ impl Bridge {
             Purpose::Plain
         };
         let lease = pool.acquire(&key, &profile, purpose).await?;
-        let session = lease
-            .session()
-            .ok_or_else(|| GatewayError::Internal("lease without session".into()))?;
+        let session = &*lease;
         if let Some(capability) = method.required_backend_capability() {
             let init = session.init_result();
             if init
@@ -192,10 +190,7 @@ impl Bridge {
         let lease = pool
             .acquire_current(&PoolKey::new(principal, &profile), &profile)
             .await?;
-        lease
-            .session()
-            .map(|s| s.init_result())
-            .ok_or_else(|| GatewayError::Internal("lease without session".into()))
+        Ok(lease.init_result())
     }
 }
 
@@ -214,7 +209,7 @@ async fn first_answer(mut events: mpsc::Receiver<Event>) -> Started {
 /// Params for the backend: 2026-only `_meta` keys and `task` removed, the progress token
 /// replaced by the gateway's own, `arguments` defaulted for `tools/call`. Everything else,
 /// trace context and unknown keys included, passes unchanged.
-pub fn backend_params(
+pub(crate) fn backend_params(
     method: Method,
     mut params: Map<String, Value>,
     arguments: Option<Value>,

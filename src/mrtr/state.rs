@@ -25,7 +25,7 @@ use crate::protocol::Method;
 /// First byte of a `requestState` token (authenticated with it, so no token passes as another kind).
 const VERSION: u8 = 1;
 /// First byte of a legacy session id ([`KeyRing::seal_bytes`] with this purpose).
-pub const SESSION_ID_VERSION: u8 = 2;
+pub(crate) const SESSION_ID_VERSION: u8 = 2;
 const KEY_ID_LEN: usize = 4;
 const NONCE_LEN: usize = 12;
 /// Longest token accepted, so a hostile one costs nothing to reject.

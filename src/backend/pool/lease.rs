@@ -28,14 +28,6 @@ pub struct Lease {
     _share: Option<SharePlace>,
 }
 
-impl Lease {
-    /// The leased session, always `Some`: the form callers that once had to handle a lease
-    /// without one still use.
-    pub fn session(&self) -> Option<&Session> {
-        Some(&self.session)
-    }
-}
-
 impl Deref for Lease {
     type Target = Session;
 

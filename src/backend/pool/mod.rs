@@ -209,11 +209,6 @@ impl Pool {
         self.inner.spec.config.request_timeout
     }
 
-    /// The largest message this backend takes (`max_message_bytes`, or the transport's default).
-    pub fn message_limit(&self) -> Option<usize> {
-        self.inner.spec.config.message_limit()
-    }
-
     /// What a dedicated session of this backend is started from (2025-11-25 clients get one
     /// each, outside the pool).
     pub fn spec(&self) -> &Arc<BackendSpec> {

@@ -101,19 +101,15 @@ impl BackendCall for LeasedCall {
     }
 
     fn session_alive(&self) -> bool {
-        self.lease.session().is_some_and(|s| s.is_alive())
+        self.lease.is_alive()
     }
 
     fn note_client_roots(&self) {
-        if let Some(session) = self.lease.session() {
-            session.note_client_roots();
-        }
+        self.lease.note_client_roots();
     }
 
     async fn roots_barrier(&self) {
-        if let Some(session) = self.lease.session() {
-            session.roots_barrier().await;
-        }
+        self.lease.roots_barrier().await;
     }
 
     async fn apply_log_level(
@@ -121,9 +117,6 @@ impl BackendCall for LeasedCall {
         level: Option<&str>,
         timeout: Duration,
     ) -> Result<(), BackendError> {
-        match self.lease.session() {
-            Some(session) => session.apply_log_level(level, timeout).await,
-            None => Ok(()),
-        }
+        self.lease.apply_log_level(level, timeout).await
     }
 }

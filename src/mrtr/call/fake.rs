@@ -14,7 +14,7 @@ use crate::jsonrpc::JsonRpcError;
 
 /// What the driver did to the backend, in order.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Sent {
+pub(crate) enum Sent {
     Respond(Value, Result<Value, JsonRpcError>),
     Release(Value, String),
     Send,
@@ -25,7 +25,7 @@ pub enum Sent {
 type Log = Arc<Mutex<Vec<Sent>>>;
 
 /// A scripted [`BackendCall`].
-pub struct FakeCall {
+pub(crate) struct FakeCall {
     events: mpsc::UnboundedReceiver<CallEvent>,
     unsent: bool,
     log: Log,
@@ -33,7 +33,7 @@ pub struct FakeCall {
 
 impl FakeCall {
     /// A call and the test's end of it; `unsent` while its prelude holds it back.
-    pub fn new(unsent: bool) -> (Self, Backend) {
+    pub(crate) fn new(unsent: bool) -> (Self, Backend) {
         let (tx, rx) = mpsc::unbounded_channel();
         let log = Log::default();
         let call = Self {
@@ -111,18 +111,18 @@ impl BackendCall for FakeCall {
 }
 
 /// The test's end of a [`FakeCall`].
-pub struct Backend {
+pub(crate) struct Backend {
     events: mpsc::UnboundedSender<CallEvent>,
     log: Log,
 }
 
 impl Backend {
-    pub fn push(&self, event: CallEvent) {
+    pub(crate) fn push(&self, event: CallEvent) {
         // A driver already dropped hears nothing, as a real session would.
         let _ = self.events.send(event);
     }
 
-    pub fn ask(&self, id: i64, method: &str, params: Value) {
+    pub(crate) fn ask(&self, id: i64, method: &str, params: Value) {
         self.push(CallEvent::ServerRequest {
             id: json!(id),
             method: method.into(),
@@ -131,7 +131,7 @@ impl Backend {
         });
     }
 
-    pub fn ask_deferred(&self, id: i64, method: &str, params: Option<Value>) {
+    pub(crate) fn ask_deferred(&self, id: i64, method: &str, params: Option<Value>) {
         self.push(CallEvent::ServerRequest {
             id: json!(id),
             method: method.into(),
@@ -140,22 +140,22 @@ impl Backend {
         });
     }
 
-    pub fn withdraw(&self, id: i64) {
+    pub(crate) fn withdraw(&self, id: i64) {
         self.push(CallEvent::ServerRequestCancelled { id: json!(id) });
     }
 
-    pub fn answer(&self) {
+    pub(crate) fn answer(&self) {
         self.push(CallEvent::Final(Ok(crate::jsonrpc::raw(
             &json!({ "content": [] }),
         ))));
     }
 
-    pub fn sent(&self) -> Vec<Sent> {
+    pub(crate) fn sent(&self) -> Vec<Sent> {
         self.log.lock().unwrap().clone()
     }
 
     /// What the driver answered to server request `id`, in order.
-    pub fn responses_to(&self, id: i64) -> Vec<Result<Value, JsonRpcError>> {
+    pub(crate) fn responses_to(&self, id: i64) -> Vec<Result<Value, JsonRpcError>> {
         self.sent()
             .into_iter()
             .filter_map(|s| match s {

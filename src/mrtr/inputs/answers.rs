@@ -18,7 +18,7 @@ impl PendingInput {
 }
 
 /// [`validate_answer`] as the client hears a refusal: -32602 naming the input's key.
-pub fn check_answer(input: &PendingInput, answer: &Value) -> Result<Value, GatewayError> {
+pub(crate) fn check_answer(input: &PendingInput, answer: &Value) -> Result<Value, GatewayError> {
     validate_answer(input, answer).map_err(|problem| GatewayError::InvalidParams {
         message: format!("inputResponses[\"{}\"] {problem}", input.key),
         data: Some(json!({ "key": input.key })),

@@ -1,41 +1,15 @@
-//! A call's side of a session: [`ActiveCall`], the request the pool's borrower started, and the
-//! [`CallEvent`]s the session's reader routes to it. Dropping a call that was sent and not
+//! A call's side of a session: [`ActiveCall`], the request the pool's borrower started, with
+//! the queue of what the session's reader routes to it. Dropping a call that was sent and not
 //! answered cancels it on the backend.
 
 use std::sync::Arc;
 
-use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::queue::CallEvents;
+use super::queue::{CallEvent, CallEvents};
 use super::shared::SessionCore;
 use crate::backend::BackendError;
 use crate::jsonrpc::JsonRpcError;
-
-/// What the backend sends that concerns one call.
-#[derive(Debug)]
-pub enum CallEvent {
-    /// `notifications/progress` params, as sent.
-    Progress(Value),
-    /// `notifications/message` params, as sent.
-    Log(Value),
-    /// A request from the server made while this call was active, or (`deferred`) one made
-    /// while the session was idle and kept for the next interruptible call.
-    ServerRequest {
-        id: Value,
-        method: String,
-        params: Option<Value>,
-        deferred: bool,
-    },
-    /// The server withdrew one of its own requests (`notifications/cancelled`).
-    ServerRequestCancelled { id: Value },
-    /// `notifications/elicitation/complete` params.
-    ElicitationComplete(Value),
-    /// The answer to the call, its result as the backend wrote it.
-    Final(Result<Box<RawValue>, JsonRpcError>),
-    /// The call cannot be answered: the transport failed or the session is gone.
-    Failed(BackendError),
-}
 
 /// A request in flight on a session, and the stream of what the backend sends for it. Dropping
 /// it before its answer arrived cancels it on the backend.

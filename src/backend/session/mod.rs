@@ -8,19 +8,24 @@
 //! - `routing` where each message goes: answers to their requests, server requests and a
 //!   call's notifications to the call active on the session ([`answer_locally`] when none
 //!   can see them), list changes to the principal's feed;
-//! - `call` the [`ActiveCall`] a caller holds and the [`CallEvent`]s it receives;
-//! - `queue` the queue between the routing and a call, which the reader never waits on;
-//! - `roots` what the session knows about the roots its backend holds ([`InitRoots`]).
+//! - `table` the routing table the reader and the session's users share;
+//! - `call` the [`ActiveCall`] a caller holds;
+//! - `queue` the [`CallEvent`]s between the routing and a call, a queue the reader never waits
+//!   on;
+//! - `roots` what the session knows about the roots its backend holds; `init_roots` what a
+//!   backend's sessions learned about its asking for them at initialization ([`InitRoots`]).
 //!
 //! A call that starts while the backend's questions asked outside any call are waiting is not
 //! sent until they are answered (the prelude of [`Session::start_call`]).
 
 mod call;
+mod init_roots;
 mod queue;
 mod reader;
 mod roots;
 mod routing;
 mod shared;
+mod table;
 #[cfg(test)]
 mod tests;
 
@@ -32,13 +37,14 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
-pub(crate) use self::call::{ActiveCall, CallEvent};
+pub(crate) use self::call::ActiveCall;
+pub(crate) use self::init_roots::InitRoots;
 use self::queue::call_queue;
+pub(crate) use self::queue::CallEvent;
 pub(crate) use self::queue::DroppedNotices;
-pub(crate) use self::roots::InitRoots;
 pub(crate) use self::routing::answer_locally;
-use self::routing::Routing;
 use self::shared::{ForgetOnDrop, SessionCore};
+use self::table::Routing;
 use super::changes::Feed;
 use super::{BackendError, BackendSpec, Transport};
 use crate::config::UnsolicitedPolicy;

@@ -17,10 +17,38 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use prometheus::IntCounter;
+use serde_json::value::RawValue;
+use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::call::CallEvent;
+use crate::backend::BackendError;
+use crate::jsonrpc::JsonRpcError;
 use crate::metrics::Metrics;
+
+/// What the backend sends that concerns one call.
+#[derive(Debug)]
+pub enum CallEvent {
+    /// `notifications/progress` params, as sent.
+    Progress(Value),
+    /// `notifications/message` params, as sent.
+    Log(Value),
+    /// A request from the server made while this call was active, or (`deferred`) one made
+    /// while the session was idle and kept for the next interruptible call.
+    ServerRequest {
+        id: Value,
+        method: String,
+        params: Option<Value>,
+        deferred: bool,
+    },
+    /// The server withdrew one of its own requests (`notifications/cancelled`).
+    ServerRequestCancelled { id: Value },
+    /// `notifications/elicitation/complete` params.
+    ElicitationComplete(Value),
+    /// The answer to the call, its result as the backend wrote it.
+    Final(Result<Box<RawValue>, JsonRpcError>),
+    /// The call cannot be answered: the transport failed or the session is gone.
+    Failed(BackendError),
+}
 
 /// Notifications one call may have queued and not taken yet.
 pub(super) const MAX_QUEUED_NOTICES: usize = 256;

@@ -5,10 +5,9 @@
 //! that asks for roots right after `initialized` is waited for before the session is lent
 //! ([`InitRoots`] remembers, per backend, whether it does).
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use super::routing::Routing;
+use super::table::Routing;
 use super::Session;
 use crate::config::UnsolicitedPolicy;
 
@@ -17,39 +16,6 @@ const BARRIER_TIMEOUT: Duration = Duration::from_secs(5);
 /// After `initialized`, how long a new session waits for a backend that asks for roots at
 /// initialization (or may: the first time) to ask.
 const ROOTS_ON_INIT_WAIT: Duration = Duration::from_secs(1);
-
-/// What sessions of one backend have shown about asking for roots right after `initialized`,
-/// learned by the first session that declared `roots`: a backend that does not ask costs that
-/// first session [`ROOTS_ON_INIT_WAIT`] once; one that asks is waited for on every new session,
-/// even when it asks from a timer or another task after answering a `ping`.
-#[derive(Debug, Default)]
-pub struct InitRoots(AtomicU8);
-
-impl InitRoots {
-    const UNKNOWN: u8 = 0;
-    const ASKS: u8 = 1;
-    const SILENT: u8 = 2;
-
-    /// A session's backend asked for roots before its first call.
-    pub(super) fn learn_asks(&self) {
-        self.0.store(Self::ASKS, Ordering::Relaxed);
-    }
-
-    /// A healthy first session's backend did not ask in time; a concurrent session that saw it
-    /// ask wins.
-    fn learn_silent(&self) {
-        let _ = self.0.compare_exchange(
-            Self::UNKNOWN,
-            Self::SILENT,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
-    }
-
-    fn known_silent(&self) -> bool {
-        self.0.load(Ordering::Relaxed) == Self::SILENT
-    }
-}
 
 impl Session {
     /// A backend that asks for roots in reaction to `initialized` asks before the session is

@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use super::init_roots::InitRoots;
 use super::queue::{CallSink, DroppedNotices};
-use super::roots::InitRoots;
-use super::routing::Routing;
+use super::table::Routing;
 use crate::backend::changes::Feed;
 use crate::backend::{BackendError, Transport};
 use crate::config::UnsolicitedPolicy;

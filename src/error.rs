@@ -8,7 +8,8 @@
 //! The errors of the layers below are defined here too, beside the mapping that turns them
 //! into codes ([`BackendError`] for sessions, [`PoolError`] for leasing, [`HeldError`] for the
 //! held table); their modules re-export them, and `?` turns them into a [`GatewayError`] that
-//! keeps them as its source. A leaf: nothing here depends on the layers that use it.
+//! keeps them as its source (a message too large for the backend becomes the client's
+//! [`GatewayError::TooLargeForBackend`]). A leaf: nothing here depends on the layers that use it.
 
 use http::StatusCode;
 use serde_json::{json, Value};
@@ -151,10 +152,7 @@ pub enum GatewayError {
     /// issued, or another principal's): the client starts a new one with `initialize`.
     #[error("Session not found")]
     SessionNotFound,
-    /// A 2025-11-25 GET or DELETE without `Mcp-Session-Id`.
-    #[error("Mcp-Session-Id header is required")]
-    SessionRequired,
-    /// A second standalone GET stream while one is open on the session.
+    /// A second reader of one of a session's streams while one is attached.
     #[error("Conflict: {0}")]
     StreamConflict(String),
     /// No place for one more 2025-11-25 session.
@@ -294,7 +292,6 @@ impl GatewayError {
             | Self::UnsupportedVersion { .. }
             | Self::BadState { .. } => StatusCode::BAD_REQUEST,
             Self::MethodNotFound { .. } | Self::SessionNotFound => StatusCode::NOT_FOUND,
-            Self::SessionRequired => StatusCode::BAD_REQUEST,
             Self::StreamConflict(_) => StatusCode::CONFLICT,
             Self::BodyTooLarge { .. } | Self::TooLargeForBackend { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
@@ -358,7 +355,6 @@ impl GatewayError {
             | Self::MethodNotAllowed
             | Self::RequestTimeout(_)
             | Self::SessionNotFound
-            | Self::SessionRequired
             | Self::StreamConflict(_) => {
                 JsonRpcError::new(codes::INVALID_REQUEST, self.to_string())
             }

@@ -266,6 +266,24 @@ pub(crate) fn result_message<R: Serialize>(id: &Value, result: R) -> ResultMessa
     }
 }
 
+/// How many bytes `message` takes written as compact JSON, counted without writing it.
+pub(crate) fn written_len(message: &impl Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Counting cannot fail, and a `Value` always serializes.
+    let _ = serde_json::to_writer(&mut count, message);
+    count.0
+}
+
 pub(crate) fn result_response(id: Value, result: Value) -> Value {
     // Built by moving the values in: `json!` would copy `result` through serialization.
     let mut obj = Map::with_capacity(3);
@@ -330,5 +348,13 @@ mod tests {
             Message::classify(json!({"jsonrpc":"2.0","id":1,"result":{},"error":{}})),
             Err(ShapeError::Response)
         );
+    }
+
+    #[test]
+    fn written_len_counts_what_a_response_takes_on_the_wire() {
+        let id = json!("srv-1");
+        let result = json!({"action": "accept", "content": {"name": "Zoë", "n": [1, 2.5]}});
+        let written = serde_json::to_vec(&result_response(id.clone(), result.clone())).unwrap();
+        assert_eq!(written_len(&result_message(&id, &result)), written.len());
     }
 }

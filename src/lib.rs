@@ -10,11 +10,11 @@
 //! mapping of failures onto JSON-RPC codes and HTTP statuses), `protocol` (the vocabulary of both
 //! revisions), `jsonrpc` (message shapes), `http_serve` (bodies, responses and SSE as both eras
 //! serve them), `http_client`, `digest`, `sync`, `metrics` and [`telemetry`]. Imports run down
-//! only: front > legacy > mrtr > backend > config > leaves. [`demo`] is the built-in demo
+//! only: front > legacy > mrtr, fleet > backend, auth > config > leaves. [`demo`] is the built-in demo
 //! legacy server.
 //!
 //! The public surface is what the binary and the integration tests use; what the fuzz targets
-//! and benchmarks reach inside is in `internals`, built only for them.
+//! and benchmarks reach inside is in `internals` (doc-hidden, not an API).
 
 // What a module offers the others is `pub(crate)`; `pub` is the public surface alone.
 #![warn(unreachable_pub)]

@@ -1,6 +1,6 @@
 //! The protocol's vocabulary, in one leaf every layer may use: the revisions on each side, the
-//! `io.modelcontextprotocol/*` `_meta` keys, log levels, and the client methods the front knows
-//! with what each of them may do. Nothing here depends on another module of the crate.
+//! `io.modelcontextprotocol/*` `_meta` keys, log levels, the client methods the front knows
+//! with what each of them may do, and the eras an endpoint serves ([`Era`]). Nothing here depends on another module of the crate.
 
 use serde::Deserialize;
 

@@ -86,8 +86,27 @@ impl BackendSpec {
 pub(crate) struct Transport {
     link: Link,
     /// `max_message_bytes`, or the transport's default: checked on each message as written.
-    message_limit: Option<usize>,
-    backend: String,
+    message_limit: Option<MessageLimit>,
+}
+
+/// The largest message one backend takes (`max_message_bytes`, or its transport's default).
+#[derive(Debug, Clone)]
+pub struct MessageLimit {
+    pub(crate) backend: String,
+    pub(crate) bytes: usize,
+}
+
+impl MessageLimit {
+    /// Refuses a message of `len` bytes that the backend would not take.
+    pub(crate) fn check(&self, len: usize) -> Result<(), BackendError> {
+        if len > self.bytes {
+            return Err(BackendError::TooLarge {
+                backend: self.backend.clone(),
+                limit: self.bytes,
+            });
+        }
+        Ok(())
+    }
 }
 
 enum Link {
@@ -128,8 +147,10 @@ impl Transport {
         };
         Ok(Self {
             link,
-            message_limit: spec.config.message_limit(),
-            backend: spec.name.clone(),
+            message_limit: spec.config.message_limit().map(|bytes| MessageLimit {
+                backend: spec.name.clone(),
+                bytes,
+            }),
         })
     }
 
@@ -139,18 +160,18 @@ impl Transport {
     /// nothing about it.
     pub(crate) fn send(&self, message: Value) -> Result<(), BackendError> {
         let encoded = Encoded::new(&message);
-        if let Some(limit) = self.message_limit {
-            if encoded.bytes.len() > limit {
-                return Err(BackendError::TooLarge {
-                    backend: self.backend.clone(),
-                    limit,
-                });
-            }
+        if let Some(limit) = &self.message_limit {
+            limit.check(encoded.bytes.len())?;
         }
         match &self.link {
             Link::Stdio(t) => t.send(encoded),
             Link::Http(t) => t.send(encoded),
         }
+    }
+
+    /// The largest message the backend takes, if it has a limit.
+    pub(crate) fn message_limit(&self) -> Option<&MessageLimit> {
+        self.message_limit.as_ref()
     }
 
     /// Called once `initialize` succeeded: HTTP starts sending `MCP-Protocol-Version` and opens

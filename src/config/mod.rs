@@ -24,8 +24,9 @@ pub use crate::protocol::Era;
 pub use auth::{AuthConfig, BearerToken, JwtConfig, ANONYMOUS, JWT_ALGORITHMS, MAX_LEEWAY};
 pub use keys::{decode_keys, KeyError};
 
-/// The longest line the gateway reads from a stdio backend's stdout (the default of a stdio
-/// backend's `max_message_bytes`), and the longest the demo backend reads from its stdin.
+/// The longest line the gateway reads from a stdio backend's stdout, and the longest the demo
+/// backend reads from its stdin (the embedded configuration sets its `max_message_bytes` to
+/// this; a stdio backend's default is 16 MiB, rmcp's line limit).
 pub const STDIO_MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]

@@ -1,7 +1,7 @@
-//! The innermost service: applies one typed request. `server/discover` is answered here, a
-//! 2025-11-25 `initialize` starts a legacy session (or is refused where the route does not serve
-//! that era), `subscriptions/listen` opened ([`Listens`]); forwarded methods go to the bridge ([`Bridge::call`]), whose
-//! first answer [`Reply`] writes; anything else is "method not found".
+//! The innermost service: applies one typed 2026-07-28 request ([`Command`]). `server/discover`
+//! is answered here, `subscriptions/listen` opened ([`Listens`]); forwarded methods go to the
+//! bridge ([`Bridge::call`]), whose first answer [`Reply`] writes; anything else is "method not
+//! found". (A 2025-11-25 client never gets here: the era layer sent it to its door.)
 
 use std::convert::Infallible;
 use std::sync::Arc;

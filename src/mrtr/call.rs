@@ -32,6 +32,7 @@ pub(crate) use self::backend::{BackendCall, LeasedCall};
 use super::clock::{Clock, FineClock};
 use super::inputs::{check_answer, PendingInput};
 use crate::backend::session::CallEvent;
+use crate::backend::MessageLimit;
 use crate::error::GatewayError;
 use crate::jsonrpc::{self, JsonRpcError};
 use crate::protocol::log_level_rank;
@@ -126,17 +127,25 @@ pub struct ValidatedAnswers(Vec<(String, Value)>);
 
 /// Checks a retry's `inputResponses` against the inputs of its round without changing anything.
 /// Unknown keys are ignored; missing keys stay outstanding. Answers to URL-mode requests are
-/// checked like any other, though the backend never sees them.
+/// checked like any other, though the backend never sees them. An answer whose response would
+/// be larger than the backend takes (`limit`) is refused here, so that none of a retry's
+/// answers is sent unless all can be.
 pub(crate) fn validate_answers(
     inputs: &[PendingInput],
     answers: &Map<String, Value>,
+    limit: Option<&MessageLimit>,
 ) -> Result<ValidatedAnswers, GatewayError> {
     let mut checked = Vec::new();
     for input in inputs {
         let Some(answer) = answers.get(&input.key) else {
             continue;
         };
-        checked.push((input.key.clone(), check_answer(input, answer)?));
+        let answer = check_answer(input, answer)?;
+        if let Some(limit) = limit {
+            let response = jsonrpc::result_message(&input.backend_id, &answer);
+            limit.check(jsonrpc::written_len(&response))?;
+        }
+        checked.push((input.key.clone(), answer));
     }
     Ok(ValidatedAnswers(checked))
 }
@@ -186,6 +195,11 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
 
     pub fn session_alive(&self) -> bool {
         self.call.session_alive()
+    }
+
+    /// The largest message the call's backend takes, if it has a limit.
+    pub(crate) fn message_limit(&self) -> Option<MessageLimit> {
+        self.call.message_limit()
     }
 
     /// Marks the current round as handed to the client.

@@ -14,6 +14,7 @@ use super::held::Admission;
 use super::inputs::PendingInput;
 use super::state::{now_ms, principal_digest, random_id, StatePayload};
 use super::{Bridge, CallBinding, Outcome};
+use crate::backend::MessageLimit;
 use crate::error::{GatewayError, StateRejection};
 use crate::jsonrpc::JsonRpcError;
 
@@ -48,6 +49,15 @@ impl<C: BackendCall, K: Clock> Held<C, K> {
         match self {
             Self::Live(driver) => driver.outstanding_inputs(),
             Self::Reissue { inputs, .. } => inputs.clone(),
+        }
+    }
+
+    /// What the held call's answers are measured against: a live call's backend limit (a
+    /// reissued call's answers reach no backend).
+    pub(super) fn message_limit(&self) -> Option<MessageLimit> {
+        match self {
+            Self::Live(driver) => driver.message_limit(),
+            Self::Reissue { .. } => None,
         }
     }
 

@@ -1,5 +1,6 @@
 //! Places counted gateway-wide and per principal, both bounded: what the held table admits calls
-//! against, what kept outcomes are counted against, and open `subscriptions/listen` streams. Sharded (dashmap): the shard lock of a
+//! against, what kept outcomes are counted against, open `subscriptions/listen` streams, and
+//! 2025-11-25 sessions. Sharded (dashmap): the shard lock of a
 //! principal's count makes its check and increment one step; no lock spans all principals.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,7 +2,7 @@
 //! then its redemption here.
 //!
 //! Redemption order (design invariant 3): open and verify the state (integrity, expiry, owner,
-//! route, principal, method, params digest, round), validate every answer, and only then take the
+//! principal, route, method, params digest, round), validate every answer, and only then take the
 //! held call out of the table. A rejected retry sends the backend nothing and leaves the call
 //! held; when its answers were refused, only for `refused_retry_grace`, since clients rarely
 //! correct an answer after an error. A re-sent retry with the same answers attaches to the
@@ -167,16 +167,18 @@ impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
         scope: RequestScope,
     ) -> Result<Redeemed, GatewayError> {
         let reject = |reason| GatewayError::BadState { reason };
-        let (round, inputs) = self
+        let (round, inputs, limit) = self
             .held
-            .read(&payload.held_id, |held| (held.round, held.kind.inputs()))
+            .read(&payload.held_id, |held| {
+                (held.round, held.kind.inputs(), held.kind.message_limit())
+            })
             .ok_or(reject(StateRejection::ConsumedOrUnknown))?;
         if round != payload.round {
             return Err(reject(StateRejection::ConsumedOrUnknown));
         }
         #[cfg(test)]
         tests::while_validating();
-        let validated = validate_answers(&inputs, answers);
+        let validated = validate_answers(&inputs, answers, limit.as_ref());
         // Let go of the inputs before the call resumes: it then changes them without a copy.
         drop(inputs);
         let validated = match validated {

@@ -683,3 +683,39 @@ async fn a_retry_is_measured_by_the_answers_it_writes() {
     assert_eq!(result_text(&done), "Hello, Last!", "{}", done.body);
     h.stop().await;
 }
+
+/// An answer larger than the backend takes is refused with 413 before the call is taken: the
+/// backend hears nothing of it, and a corrected retry (within `refused_retry_grace`) completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_larger_than_the_backend_takes_is_refused_and_the_call_stays_held() {
+    let limit = 1024;
+    let h = Harness::start_with(Backend::Stdio, |c| {
+        c.legacy().max_message_bytes = Some(limit);
+    })
+    .await;
+    let (first, result) = ask_name_round(&h.url).await;
+    let long = answer_only_input(
+        &first,
+        json!(2),
+        &result,
+        json!({"action": "accept", "content": {"name": "L".repeat(2 * limit)}}),
+    );
+    let refused = post_raw(&h.url, &long).await;
+    assert_rpc_error(&refused, 413, -32600);
+    let answered = h
+        .backend_messages()
+        .iter()
+        .filter(|m| m.get("result").is_some_and(|r| r.get("action").is_some()))
+        .count();
+    assert_eq!(answered, 0, "the backend heard no answer");
+
+    let short = answer_only_input(
+        &first,
+        json!(3),
+        &result,
+        json!({"action": "accept", "content": {"name": "Short"}}),
+    );
+    let done = post_raw(&h.url, &short).await;
+    assert_eq!(result_text(&done), "Hello, Short!", "{}", done.body);
+    h.stop().await;
+}

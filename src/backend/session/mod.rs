@@ -46,7 +46,7 @@ pub(crate) use self::routing::answer_locally;
 use self::shared::{ForgetOnDrop, SessionCore};
 use self::table::Routing;
 use super::changes::Feed;
-use super::{BackendError, BackendSpec, Transport};
+use super::{BackendError, BackendSpec, MessageLimit, Transport};
 use crate::config::UnsolicitedPolicy;
 use crate::jsonrpc::{self, JsonRpcError};
 use crate::protocol::{BACKEND_PROTOCOL_VERSION, LEGACY_VERSIONS};
@@ -205,6 +205,11 @@ impl Session {
             .get()
             .cloned()
             .unwrap_or_else(|| Arc::new(json!({})))
+    }
+
+    /// The largest message the backend takes, if it has a limit.
+    pub(crate) fn message_limit(&self) -> Option<MessageLimit> {
+        self.core.transport.message_limit().cloned()
     }
 
     pub fn is_alive(&self) -> bool {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::backend::pool::Lease;
 use crate::backend::session::{ActiveCall, CallEvent};
-use crate::backend::BackendError;
+use crate::backend::{BackendError, MessageLimit};
 use crate::jsonrpc::JsonRpcError;
 
 /// What the driver needs from one backend call and the session it runs on.
@@ -34,6 +34,9 @@ pub trait BackendCall: Send {
     /// Hands a server request back to the session's unsolicited policy.
     fn release(&self, id: Value, method: String, params: Option<Value>);
     fn session_alive(&self) -> bool;
+    /// The largest message the call's backend takes, if it has a limit: what an answer is
+    /// checked against before it is accepted.
+    fn message_limit(&self) -> Option<MessageLimit>;
     /// A client's roots reached the backend on this session.
     fn note_client_roots(&self);
     /// Returns once roots given before apply to what is sent next.
@@ -102,6 +105,10 @@ impl BackendCall for LeasedCall {
 
     fn session_alive(&self) -> bool {
         self.lease.is_alive()
+    }
+
+    fn message_limit(&self) -> Option<MessageLimit> {
+        self.lease.message_limit()
     }
 
     fn note_client_roots(&self) {

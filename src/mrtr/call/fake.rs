@@ -9,8 +9,8 @@ use tokio::sync::mpsc;
 
 use super::BackendCall;
 use crate::backend::session::CallEvent;
-use crate::backend::BackendError;
-use crate::jsonrpc::JsonRpcError;
+use crate::backend::{BackendError, MessageLimit};
+use crate::jsonrpc::{self, JsonRpcError};
 
 /// What the driver did to the backend, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +29,8 @@ pub(crate) struct FakeCall {
     events: mpsc::UnboundedReceiver<CallEvent>,
     unsent: bool,
     log: Log,
+    /// The backend's message limit; answers over it are refused as a transport would.
+    limit: Option<MessageLimit>,
 }
 
 impl FakeCall {
@@ -40,8 +42,18 @@ impl FakeCall {
             events: rx,
             unsent,
             log: log.clone(),
+            limit: None,
         };
         (call, Backend { events: tx, log })
+    }
+
+    /// A backend that takes messages of at most `bytes`.
+    pub(crate) fn with_limit(mut self, bytes: usize) -> Self {
+        self.limit = Some(MessageLimit {
+            backend: "fake".into(),
+            bytes,
+        });
+        self
     }
 
     fn record(&self, sent: Sent) {
@@ -81,6 +93,10 @@ impl BackendCall for FakeCall {
         server_request_id: Value,
         outcome: Result<Value, JsonRpcError>,
     ) -> Result<(), BackendError> {
+        if let (Some(limit), Ok(result)) = (&self.limit, &outcome) {
+            let response = jsonrpc::result_message(&server_request_id, result);
+            limit.check(jsonrpc::written_len(&response))?;
+        }
         self.record(Sent::Respond(server_request_id, outcome));
         Ok(())
     }
@@ -91,6 +107,10 @@ impl BackendCall for FakeCall {
 
     fn session_alive(&self) -> bool {
         true
+    }
+
+    fn message_limit(&self) -> Option<MessageLimit> {
+        self.limit.clone()
     }
 
     fn note_client_roots(&self) {

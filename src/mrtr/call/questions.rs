@@ -29,11 +29,12 @@ fn merge(into: &mut Value, from: Value) {
 }
 
 impl<C: BackendCall, K: Clock> CallDriver<C, K> {
-    /// Gives the backend a client's answer to one of its questions.
-    pub(super) fn deliver(&mut self, input: &PendingInput, result: Value) {
+    /// Gives the backend a client's answer to one of its questions; false when it could not be
+    /// written (the session is gone, or the answer is larger than the backend takes).
+    pub(super) fn deliver(&mut self, input: &PendingInput, result: Value) -> bool {
         if let Err(e) = self.call.respond(input.backend_id.clone(), Ok(result)) {
             tracing::debug!(error = %e, "delivering an answer failed");
-            return;
+            return false;
         }
         if input.kind == InputKind::Roots {
             self.call.note_client_roots();
@@ -42,6 +43,7 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
                 self.roots_to_settle = true;
             }
         }
+        true
     }
 
     /// Sends the call once its prelude is over: every question the backend asked before it is
@@ -144,10 +146,13 @@ impl<C: BackendCall, K: Clock> CallDriver<C, K> {
                     original: (method, params),
                     deferred,
                 };
+                // A preanswer that does not hold, or cannot be written, leaves the question to
+                // the client.
                 if let Some(answer) = self.scope.preanswers.remove(&input.key) {
                     if let Ok(result) = validate_answer(&input, &answer) {
-                        self.deliver(&input, result);
-                        return;
+                        if self.deliver(&input, result) {
+                            return;
+                        }
                     }
                 }
                 self.outstanding_mut().push(input);

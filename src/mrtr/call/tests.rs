@@ -17,6 +17,8 @@ struct Setup {
     scope: RequestScope,
     interruptible: bool,
     unsent: bool,
+    /// The backend's message limit, if any.
+    message_limit: Option<usize>,
     timeout: Duration,
     settle: Settle,
 }
@@ -30,6 +32,7 @@ impl Setup {
             },
             interruptible: true,
             unsent: false,
+            message_limit: None,
             timeout: TIMEOUT,
             settle: Settle {
                 window: SETTLE,
@@ -44,7 +47,10 @@ impl Setup {
 
     /// The same driver on another clock.
     fn start_on<K: Clock>(self) -> (CallDriver<FakeCall, K>, Backend) {
-        let (call, backend) = FakeCall::new(self.unsent);
+        let (mut call, backend) = FakeCall::new(self.unsent);
+        if let Some(bytes) = self.message_limit {
+            call = call.with_limit(bytes);
+        }
         let driver = CallDriver::new(
             call,
             self.interruptible,
@@ -88,7 +94,7 @@ fn validate<K: Clock>(
     driver: &CallDriver<FakeCall, K>,
     answers: &Map<String, Value>,
 ) -> Result<ValidatedAnswers, GatewayError> {
-    validate_answers(&driver.outstanding_inputs(), answers)
+    validate_answers(&driver.outstanding_inputs(), answers, None)
 }
 
 /// The driver's next step and how long (paused clock) it took.
@@ -297,19 +303,25 @@ async fn a_valid_preanswer_is_delivered_without_a_round() {
     assert_eq!(backend.responses_to(7), vec![Ok(accept("ada"))]);
 }
 
+/// A preanswer that does not hold, or that the backend could not take, is not delivered: the
+/// question goes to the client.
 #[tokio::test(start_paused = true)]
-async fn an_invalid_preanswer_is_not_delivered_and_the_request_surfaces() {
-    let mut setup = Setup::new(json!({"elicitation": {}}));
+async fn a_preanswer_not_delivered_leaves_the_request_to_the_client() {
     let wrong_type = json!({ "action": "accept", "content": { "name": 5 } });
-    setup.scope.preanswers = answers(&[("elicitation-1", wrong_type)]);
-    let (mut driver, backend) = setup.start();
-    backend.ask(7, "elicitation/create", elicit("name?"));
-    assert!(matches!(
-        ending(driver.next_step().await),
-        Ending::InputRequired
-    ));
-    assert_eq!(messages(&driver), vec![pair("elicitation-1", "name?")]);
-    assert!(backend.responses_to(7).is_empty());
+    let too_large = accept(&"a".repeat(300));
+    for (preanswer, message_limit) in [(wrong_type, None), (too_large, Some(200))] {
+        let mut setup = Setup::new(json!({"elicitation": {}}));
+        setup.message_limit = message_limit;
+        setup.scope.preanswers = answers(&[("elicitation-1", preanswer.clone())]);
+        let (mut driver, backend) = setup.start();
+        backend.ask(7, "elicitation/create", elicit("name?"));
+        assert!(
+            matches!(ending(driver.next_step().await), Ending::InputRequired),
+            "{preanswer}"
+        );
+        assert_eq!(messages(&driver), vec![pair("elicitation-1", "name?")]);
+        assert!(backend.responses_to(7).is_empty(), "{preanswer}");
+    }
 }
 
 /// Two questions in one round.

@@ -122,7 +122,7 @@ pub struct Bridge<C: BackendCall = LeasedCall, K: Clock = FineClock> {
     redemptions: DashMap<String, Arc<Redemption>>,
     /// Kept outcomes, bounded like held calls (`max_held`, `max_held_per_principal`).
     kept_outcomes: Quota,
-    /// Call tasks (counted as running calls).
+    /// Call tasks, and calls being set up (a token each): the running calls.
     tasks: TaskTracker,
     /// The sweeper.
     upkeep: TaskTracker,
@@ -254,7 +254,8 @@ impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
         self.held.count()
     }
 
-    /// Calls running right now (not held).
+    /// Calls running right now (not held): in a call task, or still being set up (waiting for
+    /// a session, or for their first answer).
     pub fn running_count(&self) -> usize {
         self.tasks.len()
     }

@@ -67,6 +67,9 @@ impl Bridge {
         caller: Caller,
         request: ForwardedCall,
     ) -> Result<Started, GatewayError> {
+        // Running from here, waiting for a session included: a draining gateway waits for it.
+        // `start` counts the call itself from its first step.
+        let setting_up = self.tasks.token();
         let Caller { route, principal } = caller;
         let ForwardedCall {
             method,
@@ -172,6 +175,7 @@ impl Bridge {
                 quiet: self.config.settle_quiet,
             },
         );
+        drop(setting_up);
         Ok(self.start(driver, binding).await)
     }
 

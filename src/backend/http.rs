@@ -41,6 +41,8 @@ const MAX_STREAM_FAILURES: u32 = 5;
 const DEFAULT_RETRY: Duration = Duration::from_millis(1000);
 /// Bound on a POST that carries no request (notification or answer) and on DELETE.
 const SHORT_POST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many times a notification or an answer is POSTed when no response comes back at all.
+const ONE_WAY_ATTEMPTS: u32 = 3;
 /// Bound on a server-suggested `retry:` delay.
 const MAX_RETRY: Duration = Duration::from_secs(30);
 
@@ -207,7 +209,7 @@ async fn write_loop(
                     if message.request_id.is_some() {
                         tasks.spawn(post_request(shared.clone(), message));
                     } else {
-                        post_one_way(&shared, message.bytes).await;
+                        post_one_way(&shared, message).await;
                         one_way_queued.fetch_sub(1, Ordering::AcqRel);
                     }
                 }
@@ -340,22 +342,48 @@ async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Notifications and answers to server requests: expect 202, nothing to read.
-async fn post_one_way(shared: &Shared, message: Bytes) {
-    let had_session = shared.session_id().is_some();
-    let request = match shared.request(Method::POST, message, None) {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(backend = %shared.backend, error = %e, "cannot build POST");
-            return;
+/// Notifications and answers to server requests: expect 202, nothing to read. A POST that got
+/// no response at all (the connection closed under it, as when the server shuts an idle
+/// keep-alive connection just as it is reused) is sent again on another connection: the backend
+/// ignores a second copy of an answer or a notification, whereas a lost answer leaves its
+/// question waiting. An answer that still cannot be delivered is reported, so the call waiting
+/// on it ends now instead of at the backend's own timeout.
+async fn post_one_way(shared: &Shared, message: Encoded) {
+    let mut attempt = 1;
+    let failure = loop {
+        let had_session = shared.session_id().is_some();
+        let request = match shared.request(Method::POST, message.bytes.clone(), None) {
+            Ok(r) => r,
+            Err(e) => break format!("cannot build the POST: {e}"),
+        };
+        match tokio::time::timeout(SHORT_POST_TIMEOUT, shared.client.request(request)).await {
+            Ok(Ok(response)) => {
+                let status = response.status();
+                if shared
+                    .check_status(response, had_session, None)
+                    .await
+                    .is_some()
+                {
+                    return;
+                }
+                break format!("backend answered HTTP {status}");
+            }
+            Ok(Err(e)) if attempt < ONE_WAY_ATTEMPTS => {
+                tracing::debug!(backend = %shared.backend, error = %e, attempt, "POST got no response; sending it again");
+                attempt += 1;
+            }
+            Ok(Err(e)) => break format!("POST failed {attempt} times: {e}"),
+            Err(_) => break format!("no response within {SHORT_POST_TIMEOUT:?}"),
         }
     };
-    match tokio::time::timeout(SHORT_POST_TIMEOUT, shared.client.request(request)).await {
-        Ok(Ok(response)) => {
-            let _ = shared.check_status(response, had_session, None).await;
-        }
-        Ok(Err(e)) => tracing::warn!(backend = %shared.backend, error = %e, "POST failed"),
-        Err(_) => tracing::warn!(backend = %shared.backend, "POST timed out"),
+    tracing::warn!(backend = %shared.backend, reason = %failure, "message not delivered to the backend");
+    if let Some(id) = message.answers {
+        shared
+            .deliver(TransportEvent::AnswerUndelivered {
+                id,
+                reason: failure,
+            })
+            .await;
     }
 }
 

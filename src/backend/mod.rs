@@ -54,6 +54,12 @@ pub(crate) enum TransportEvent {
         id: Value,
         reason: String,
     },
+    /// The answer to the backend's request `id` could not be delivered: whoever waits on it
+    /// would otherwise wait, with nothing to show, for the backend's own timeout.
+    AnswerUndelivered {
+        id: Value,
+        reason: String,
+    },
     /// The transport can carry nothing more (process exited, HTTP session gone).
     Closed(String),
 }
@@ -119,18 +125,26 @@ pub(crate) struct Encoded {
     /// The id of a request, whose response the transport reads; `None` for a notification or
     /// an answer to a server request.
     pub request_id: Option<Value>,
+    /// The id of the backend's request this message answers, if it is an answer.
+    pub answers: Option<Value>,
     pub bytes: Bytes,
 }
 
 impl Encoded {
     fn new(message: &Value) -> Self {
-        let request_id = message
-            .get("method")
-            .and_then(|_| message.get("id"))
-            .cloned();
+        let id = message.get("id").cloned();
+        let (request_id, answers) = if message.get("method").is_some() {
+            (id, None)
+        } else {
+            (None, id)
+        };
         // Serializing a `Value` cannot fail.
         let bytes = Bytes::from(serde_json::to_vec(message).unwrap_or_default());
-        Self { request_id, bytes }
+        Self {
+            request_id,
+            answers,
+            bytes,
+        }
     }
 }
 

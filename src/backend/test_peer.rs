@@ -3,9 +3,12 @@
 //! no request (notifications, answers to its own requests) with 202, handing it to the test in
 //! order. Every other request becomes a [`PeerCall`]: the test writes what the backend would
 //! send on that request's SSE stream, its answer last. The standalone GET stream carries what
-//! the test sends outside any call ([`TestPeer::send_outside`]).
+//! the test sends outside any call ([`TestPeer::send_outside`]). [`TestPeer::lose_one_way`] has
+//! it close the connection of the next one-way POSTs without answering, as a server does when it
+//! shuts an idle keep-alive connection at the moment it is reused.
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -54,13 +57,28 @@ struct Shared {
     posted: mpsc::UnboundedSender<Value>,
     /// The standalone stream's messages, taken by the first GET.
     outside: Mutex<Option<mpsc::UnboundedReceiver<Value>>>,
+    /// How many of the next one-way POSTs get their connection closed instead of an answer.
+    to_lose: AtomicUsize,
 }
+
+/// What makes hyper close a connection without writing a response.
+#[derive(Debug)]
+struct ConnectionDropped;
+
+impl std::fmt::Display for ConnectionDropped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the test peer dropped the connection")
+    }
+}
+
+impl std::error::Error for ConnectionDropped {}
 
 pub(super) struct TestPeer {
     pub url: String,
     calls: mpsc::UnboundedReceiver<PeerCall>,
     posted: mpsc::UnboundedReceiver<Value>,
     outside: mpsc::UnboundedSender<Value>,
+    shared: Arc<Shared>,
     server: JoinHandle<()>,
 }
 
@@ -81,8 +99,11 @@ impl TestPeer {
             calls: calls_tx,
             posted: posted_tx,
             outside: Mutex::new(Some(outside_rx)),
+            to_lose: AtomicUsize::new(0),
         });
+        let serving = shared.clone();
         let server = tokio::spawn(async move {
+            let shared = serving;
             // Dropped with the accept loop: every connection ends with the peer.
             let mut connections = JoinSet::new();
             loop {
@@ -104,8 +125,15 @@ impl TestPeer {
             calls,
             posted,
             outside,
+            shared,
             server,
         }
+    }
+
+    /// The next `count` notifications or answers the gateway posts are read and dropped with
+    /// their connection, no response written.
+    pub(super) fn lose_one_way(&self, count: usize) {
+        self.shared.to_lose.store(count, Ordering::SeqCst);
     }
 
     /// What a session needs to reach this peer; `extra` is more of the backend's TOML table.
@@ -205,7 +233,7 @@ fn event_stream(messages: mpsc::UnboundedReceiver<Value>) -> Response<Body> {
 async fn serve(
     shared: Arc<Shared>,
     request: Request<Incoming>,
-) -> Result<Response<Body>, Infallible> {
+) -> Result<Response<Body>, ConnectionDropped> {
     match *request.method() {
         Method::POST => {}
         Method::GET => {
@@ -223,6 +251,13 @@ async fn serve(
         message.get("id").cloned(),
         message.get("method").and_then(Value::as_str),
     ) else {
+        let lose = shared
+            .to_lose
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if lose {
+            return Err(ConnectionDropped);
+        }
         let _ = shared.posted.send(message);
         return Ok(status(StatusCode::ACCEPTED));
     };

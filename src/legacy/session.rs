@@ -351,6 +351,9 @@ async fn read_backend(
                 session.deliver(crate::jsonrpc::result_response(id, result))
             }
             TransportEvent::RequestFailed { id, reason } => session.fail_request(&id, &reason),
+            // The client's answer was acknowledged when it arrived and the transport logged the
+            // loss; the backend's own timeout ends its question, as it would with no gateway.
+            TransportEvent::AnswerUndelivered { .. } => {}
             TransportEvent::Closed(reason) => break reason,
         }
     };

@@ -25,7 +25,8 @@
 # run (taken out of the balancer first, as a Service does on termination) loses no flow, exits 0
 # within its drain, and its successor rejoins.
 #
-# Usage: tests/image/fleet.sh   (see lib.sh for CONTAINER_ENGINE and MRTR_IMAGE)
+# Usage: tests/image/fleet.sh   (see lib.sh for CONTAINER_ENGINE, MRTR_IMAGE and MRTR_TEST_LOGS;
+# MRTR_TEST_RUST_LOG sets the replicas' RUST_LOG, info by default)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -137,7 +138,7 @@ start_replica() { # NAME
   run_container "$1" $(on_network "$1") \
     "${read_only[@]}" --tmpfs /tmp --user 10001:10001 --cap-drop ALL --security-opt no-new-privileges \
     -e POD_IP="$1" -e MCP_TOKEN_CI="$ci_token" -e TICKETS_MCP_TOKEN="$tickets_token" \
-    -e RUST_LOG=info -e SSL_CERT_FILE=/run/test/ca.pem \
+    -e RUST_LOG="${MRTR_TEST_RUST_LOG:-info}" -e SSL_CERT_FILE=/run/test/ca.pem \
     -v "$scratch/config:/etc/mrtr-gateway:ro" -v "$scratch/keys:/var/run/secrets/mrtr-gateway:ro" \
     -v "$scratch/data:/srv/data:ro" -v "$scratch/pki/ca.pem:/run/test/ca.pem:ro" \
     -p 127.0.0.1::8080 -p 127.0.0.1::9090 \

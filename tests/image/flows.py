@@ -118,26 +118,34 @@ def first_round(url, host, token, tool, flow):
 
 
 def run_flow(url, host, token, tool, flow, think):
-    result = first_round(url, host, token, tool, flow)
-    given = []
-    for round_number in range(1, 10):
-        time.sleep(think)
-        responses = answers(result.get("inputRequests", {}), flow, given)
-        body = call_body(f"f{flow}-{round_number}", tool, flow, result["requestState"], responses)
-        status, reply = post(url, host, token, body)
-        result = reply.get("result") if isinstance(reply, dict) else None
-        if status != 200 or not result:
-            raise FlowError(f"retry {round_number}: HTTP {status} {json.dumps(reply)[:300]}")
-        if result.get("resultType") == "input_required":
-            continue
-        if result.get("isError"):
-            raise FlowError(f"retry {round_number}: tool error {json.dumps(result)[:300]}")
-        text = " ".join(c.get("text", "") for c in result.get("content", []))
-        missing = [value for value in given if value not in text]
-        if missing:
-            raise FlowError(f"result {text!r} lacks this flow's answers {missing}")
-        return round_number
-    raise FlowError("more than 9 rounds")
+    began = time.monotonic()
+    # What each round asked and when: a failure names the way it went.
+    asked = []
+    try:
+        result = first_round(url, host, token, tool, flow)
+        given = []
+        for round_number in range(1, 10):
+            asked.append((round(time.monotonic() - began, 2), sorted(result.get("inputRequests", {}))))
+            time.sleep(think)
+            responses = answers(result.get("inputRequests", {}), flow, given)
+            body = call_body(f"f{flow}-{round_number}", tool, flow, result["requestState"], responses)
+            status, reply = post(url, host, token, body)
+            result = reply.get("result") if isinstance(reply, dict) else None
+            if status != 200 or not result:
+                raise FlowError(f"retry {round_number}: HTTP {status} {json.dumps(reply)[:300]}")
+            if result.get("resultType") == "input_required":
+                continue
+            if result.get("isError"):
+                raise FlowError(f"retry {round_number}: tool error {json.dumps(result)[:300]}")
+            text = " ".join(c.get("text", "") for c in result.get("content", []))
+            missing = [value for value in given if value not in text]
+            if missing:
+                raise FlowError(f"result {text!r} lacks this flow's answers {missing}")
+            return round_number
+        raise FlowError("more than 9 rounds")
+    except Exception as e:  # noqa: BLE001 - every failure is reported with its rounds
+        raise FlowError(f"{e} (rounds asked, seconds into the flow: {asked}; "
+                        f"failed at {round(time.monotonic() - began, 2)} s)") from None
 
 
 def run(args):

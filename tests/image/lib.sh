@@ -7,7 +7,8 @@
 # netavark, podman's network stack, needs iptables, which it does not pull in.
 #
 # Environment: CONTAINER_ENGINE (docker or podman) to choose the engine; MRTR_IMAGE to test an
-# image already built (otherwise the Dockerfile is built as localhost/mrtr-gateway:test).
+# image already built (otherwise the Dockerfile is built as localhost/mrtr-gateway:test);
+# MRTR_TEST_LOGS=DIR to keep every container's log and the scratch directory in DIR at exit.
 
 IMAGE_TESTS="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$IMAGE_TESTS/../.." && pwd)"
@@ -69,6 +70,13 @@ started_pids=()
 scratch="$(mktemp -d)"
 cleanup() {
   local pid c n
+  if [ -n "${MRTR_TEST_LOGS:-}" ]; then # keep every container's log, for a failure's autopsy
+    mkdir -p "$MRTR_TEST_LOGS"
+    for c in "${started_containers[@]}"; do
+      "$ENGINE" logs "$c" > "$MRTR_TEST_LOGS/$c.log" 2>&1 || true
+    done
+    cp -r "$scratch" "$MRTR_TEST_LOGS/scratch" 2>/dev/null || true
+  fi
   for pid in "${started_pids[@]}"; do
     # Each was started by start_background as the leader of its own process group.
     kill -TERM -- "-$pid" 2>/dev/null || true

@@ -19,6 +19,9 @@ pub(super) async fn read_loop(core: Arc<SessionCore>, mut inbound: mpsc::Receive
             Some(TransportEvent::Message(value)) => dispatch(&core, value),
             Some(TransportEvent::Answer { id, result }) => core.answered(id, Ok(result)),
             Some(TransportEvent::RequestFailed { id, reason }) => core.failed_request(&id, reason),
+            Some(TransportEvent::AnswerUndelivered { id, reason }) => {
+                core.answer_undelivered(&id, reason)
+            }
             Some(TransportEvent::Closed(reason)) => break reason,
             None => break "transport stopped".to_string(),
         }

@@ -185,6 +185,25 @@ impl SessionCore {
         }
     }
 
+    /// The answer to the backend's request `answered` was not delivered. The active call waits
+    /// on it (a session serves one call at a time): it fails now and is withdrawn on the
+    /// backend, rather than wait for the backend's own timeout with nothing to show.
+    pub(super) fn answer_undelivered(&self, answered: &Value, reason: String) {
+        let active = self
+            .routing()
+            .active
+            .as_ref()
+            .map(|(id, sink)| (*id, sink.clone()));
+        let Some((id, sink)) = active else {
+            tracing::debug!(backend = %self.backend, session = self.number, request = %answered, "undelivered answer belonged to no call");
+            return;
+        };
+        self.cancel(id, "the gateway could not deliver an answer");
+        let _ = sink.deliver(CallEvent::Failed(BackendError::Connect(format!(
+            "the answer to the backend's request {answered} could not be delivered: {reason}"
+        ))));
+    }
+
     /// The transport ended: every request waiting here fails, and nothing is routed again.
     pub(super) fn mark_dead(&self, reason: String) {
         let sinks: Vec<_> = {

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::queue::MAX_QUEUED_NOTICES;
 use super::*;
 use crate::backend::changes::{Change, Feeds};
-use crate::backend::test_peer::{notification, progress, request, TestPeer, WAIT};
+use crate::backend::test_peer::{notification, progress, request, PeerCall, TestPeer, WAIT};
 use crate::jsonrpc::codes;
 use crate::metrics::Metrics;
 
@@ -131,6 +131,78 @@ async fn a_server_request_during_a_call_goes_to_that_call_and_its_answer_to_the_
         json!({ "content": [] })
     );
     assert!(session.is_reusable());
+}
+
+/// A call asking one question, its `ServerRequest` taken: what the tests of lost answers share.
+async fn call_with_a_question(peer: &mut TestPeer, session: &Session) -> (ActiveCall, PeerCall) {
+    let mut call = session
+        .start_call("tools/call", Some(json!({ "name": "ask" })), true)
+        .unwrap();
+    let backend = peer.next_call().await;
+    backend.send(request("q1", "elicitation/create", elicitation()));
+    match next(&mut call).await {
+        CallEvent::ServerRequest { id, .. } => assert_eq!(id, json!("q1")),
+        other => panic!("expected the question, got {other:?}"),
+    }
+    (call, backend)
+}
+
+#[tokio::test]
+async fn an_answer_whose_post_got_no_response_is_posted_again() {
+    let mut peer = TestPeer::start().await;
+    let session = connect(&peer, "", json!({ "elicitation": {} })).await;
+    let (mut call, backend) = call_with_a_question(&mut peer, &session).await;
+
+    // The server closes the connection the answer went out on, as when it shuts an idle
+    // keep-alive connection at the instant the gateway reuses it.
+    peer.lose_one_way(1);
+    call.respond(
+        json!("q1"),
+        Ok(json!({ "action": "accept", "content": {} })),
+    )
+    .unwrap();
+    let answer = peer.answer_to("q1").await.unwrap();
+    assert_eq!(answer["result"]["action"], "accept");
+
+    backend.answer(json!({ "content": [] }));
+    assert_eq!(
+        final_result(next(&mut call).await),
+        json!({ "content": [] })
+    );
+}
+
+#[tokio::test]
+async fn an_answer_that_cannot_be_delivered_ends_its_call_at_once_and_withdraws_it() {
+    let mut peer = TestPeer::start().await;
+    let session = connect(&peer, "", json!({ "elicitation": {} })).await;
+    let (mut call, backend) = call_with_a_question(&mut peer, &session).await;
+    let call_id = json!(call.backend_id());
+
+    peer.lose_one_way(usize::MAX);
+    call.respond(
+        json!("q1"),
+        Ok(json!({ "action": "accept", "content": {} })),
+    )
+    .unwrap();
+    // Not the backend's own timeout on its question, with nothing to show meanwhile.
+    match next(&mut call).await {
+        CallEvent::Failed(BackendError::Connect(reason)) => assert!(
+            reason.contains("answer to the backend's request \"q1\" could not be delivered"),
+            "{reason}"
+        ),
+        other => panic!("expected the call to fail, got {other:?}"),
+    }
+    peer.lose_one_way(0);
+    let cancelled = peer
+        .posted(|m| m["method"] == "notifications/cancelled")
+        .await
+        .expect("the call is withdrawn on the backend");
+    assert_eq!(cancelled["params"]["requestId"], call_id);
+    assert!(
+        !session.is_reusable(),
+        "a session that lost an answer is not lent again"
+    );
+    drop(backend);
 }
 
 #[tokio::test]

@@ -158,9 +158,14 @@ pub enum GatewayError {
     /// No place for one more 2025-11-25 session.
     #[error("Too many sessions: {0}")]
     SessionLimit(String),
-    /// The replica holding a retry's call cannot be reached, or was restarted: the call is lost.
+    /// The replica holding a retry's call is certainly gone (it refused the connection, was
+    /// restarted, or ended its held calls at its drain's end): the call is lost.
     #[error("Owner unavailable: {0}")]
     OwnerUnavailable(String),
+    /// The replica holding a retry's call did not answer in time, or broke off its answer: the
+    /// call may still be held there, so the same retry is to be sent again.
+    #[error("Owner not answering: {0}")]
+    OwnerNotAnswering(String),
     /// No session could be lent.
     #[error("{0}")]
     Pool(#[from] PoolError),
@@ -302,9 +307,10 @@ impl GatewayError {
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Self::Busy(_) | Self::OwnerUnavailable(_) | Self::ShutDown => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::Busy(_)
+            | Self::OwnerUnavailable(_)
+            | Self::OwnerNotAnswering(_)
+            | Self::ShutDown => StatusCode::SERVICE_UNAVAILABLE,
             Self::BackendTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             Self::Pool(PoolError::PrincipalShare { .. }) => StatusCode::TOO_MANY_REQUESTS,
             Self::Pool(_) | Self::Upstream(_) if self.lower_layer_busy() => {
@@ -425,6 +431,15 @@ impl GatewayError {
                 ),
             )
             .with_data(json!({ "reason": "owner_unavailable" })),
+            Self::OwnerNotAnswering(m) => JsonRpcError::new(
+                codes::INTERNAL_ERROR,
+                format!(
+                    "Owner not answering: the gateway replica holding this call {m}; \
+                     the call may still finish there: send the same request again, \
+                     with the same requestState and inputResponses"
+                ),
+            )
+            .with_data(json!({ "reason": "owner_not_answering" })),
             Self::Backend(e) => e.clone(),
             Self::Internal(m) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("Internal error: {m}"))
@@ -532,8 +547,19 @@ mod tests {
     }
 
     #[test]
-    fn an_unreachable_owner_is_503_with_its_reason() {
-        let gone = GatewayError::OwnerUnavailable("did not answer within 2s".into());
+    fn an_owner_gone_or_silent_is_503_with_what_to_do() {
+        let silent = GatewayError::OwnerNotAnswering("did not answer within 2s".into());
+        assert_eq!(silent.http_status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(silent.retry_after_secs(), Some(1));
+        let object = silent.to_jsonrpc();
+        assert_eq!(object.data, Some(json!({"reason": "owner_not_answering"})));
+        assert!(
+            object.message.contains("send the same request again")
+                && !object.message.contains("start it again"),
+            "{}",
+            object.message
+        );
+        let gone = GatewayError::OwnerUnavailable("refused the connection".into());
         assert_eq!(gone.http_status(), StatusCode::SERVICE_UNAVAILABLE);
         let object = gone.to_jsonrpc();
         assert_eq!(object.code, codes::INTERNAL_ERROR);

@@ -9,10 +9,13 @@
 //! - The HTTP request goes on unchanged (path, headers including `Authorization`, body) plus the
 //!   [`FORWARDED_BY`] marker: the owner authenticates and validates it as if the client had
 //!   called it directly, and never forwards a marked request again (one hop).
-//! - An owner that refuses, resets or sends no response head within `fleet.peer_timeout` gives
-//!   the client `owner_unavailable` at once. An owner that goes silent for longer than
-//!   `sse_keep_alive + peer_timeout`, or breaks off, ends an SSE answer with `owner_unavailable`
-//!   as its last event.
+//! - What the client is told depends on what is certain. An owner that refuses the connection
+//!   is gone (nothing listens at its address), and with it the call: `owner_unavailable`, start
+//!   again. An owner that cannot be reached otherwise, sends no response head within
+//!   `fleet.peer_timeout`, goes silent for longer than `sse_keep_alive + peer_timeout` or breaks
+//!   off its answer may be frozen, overloaded or behind a broken link, its call still held:
+//!   `owner_not_answering`, send the same retry again (a copy of a retry already redeemed gets
+//!   its outcome replayed). A cut SSE answer carries the error as its last event.
 //! - Dropping the client's response drops the forwarded one, which closes its connection.
 //!
 //! Forwarded retries are counted from the start until their answer is relayed
@@ -46,6 +49,13 @@ pub(crate) const FORWARDED_BY: HeaderName = HeaderName::from_static("mrtr-forwar
 /// Set by an owner that answers a forwarded retry with `owner_unavailable` (it was restarted,
 /// or the state names yet another replica), so the forwarder counts the result as such.
 pub(crate) const OWNER_UNAVAILABLE: HeaderName = HeaderName::from_static("mrtr-owner-unavailable");
+
+/// Marks an owner's `owner_unavailable` answer to a forwarded retry, for the forwarder's count.
+pub(crate) fn mark_owner_unavailable(response: &mut Response<Body>) {
+    response
+        .headers_mut()
+        .insert(OWNER_UNAVAILABLE, HeaderValue::from_static("1"));
+}
 
 /// Headers of one connection only (RFC 9110 §7.6.1), never forwarded.
 const HOP_BY_HOP: [&str; 9] = [
@@ -132,7 +142,7 @@ impl Fleet {
             Ok(address) => vec![address],
             Err(_) => tokio::net::lookup_host(owner)
                 .await
-                .map_err(|e| GatewayError::OwnerUnavailable(format!("cannot be resolved ({e})")))?
+                .map_err(|e| GatewayError::OwnerNotAnswering(format!("cannot be resolved ({e})")))?
                 .collect(),
         };
         let allowed = |address: &SocketAddr| {
@@ -145,7 +155,7 @@ impl Fleet {
         match candidates.iter().find(|a| allowed(a)) {
             Some(address) => Ok(*address),
             None if candidates.is_empty() => {
-                Err(GatewayError::OwnerUnavailable("cannot be resolved".into()))
+                Err(GatewayError::OwnerNotAnswering("cannot be resolved".into()))
             }
             None => Err(GatewayError::BadState {
                 reason: StateRejection::OwnerNotAllowed,
@@ -180,14 +190,17 @@ impl Fleet {
             }
             headers.insert(FORWARDED_BY, self.advertise.clone());
             crate::telemetry::inject_current_trace(headers);
-            self.client
-                .request(forwarded)
-                .await
-                .map_err(|e| GatewayError::OwnerUnavailable(format!("cannot be reached ({e})")))
+            self.client.request(forwarded).await.map_err(|e| {
+                if refused(&e) {
+                    GatewayError::OwnerUnavailable("refused the connection".into())
+                } else {
+                    GatewayError::OwnerNotAnswering(format!("cannot be reached ({e})"))
+                }
+            })
         })
         .await
         .unwrap_or_else(|_| {
-            Err(GatewayError::OwnerUnavailable(format!(
+            Err(GatewayError::OwnerNotAnswering(format!(
                 "did not answer within {:?}",
                 self.peer_timeout
             )))
@@ -216,6 +229,7 @@ impl Fleet {
             }
             Ok(_) => "ok",
             Err(GatewayError::BadState { .. }) => "owner_not_allowed",
+            Err(GatewayError::OwnerNotAnswering(_)) => "owner_not_answering",
             Err(_) => "owner_unavailable",
         };
         self.metrics
@@ -292,7 +306,7 @@ impl Fleet {
                             Err(_) => format!("stopped answering for {silence:?}"),
                         };
                         tracing::warn!(reason = %why, "forwarded answer ended early");
-                        GatewayError::OwnerUnavailable(why)
+                        GatewayError::OwnerNotAnswering(why)
                     }
                     // This replica's drain is over: the relay ends like a call of its own.
                     () = calls_end.cancelled() => GatewayError::ShutDown,
@@ -325,6 +339,22 @@ impl Drop for Relaying {
     fn drop(&mut self) {
         self.0.forwarding.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// Whether the owner's address refused the connection: nothing listens there, so the process
+/// that held the call is gone. Anything else may be a pause or a broken link.
+fn refused(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if error
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
@@ -369,7 +399,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_owner_gone_silent_ends_the_stream_with_owner_unavailable() {
+    async fn an_owner_gone_silent_ends_the_stream_with_owner_not_answering() {
         let fleet = fleet(&[]);
         // One keep-alive, then nothing ever again.
         let frames = stream::iter([Ok::<_, std::convert::Infallible>(Frame::data(
@@ -383,14 +413,15 @@ mod tests {
             Some(Relaying::start(&fleet)),
         );
         assert_eq!(fleet.forwarding(), 1);
-        // Keep-alive (400 ms) + peer timeout (2 s) of silence: the owner is taken for gone.
+        // Keep-alive (400 ms) + peer timeout (2 s) of silence: the owner is not answering; it
+        // may be paused with the call still held, so the client is to send the same retry again.
         let text = String::from_utf8(relayed.collect().await.unwrap().to_bytes().to_vec()).unwrap();
         let (first, last) = text.split_once("\n\n").unwrap();
         assert_eq!(format!("{first}\n\n").as_bytes(), KEEP_ALIVE);
         let message: serde_json::Value =
             serde_json::from_str(last.trim().trim_start_matches("event: message\ndata: ")).unwrap();
         assert_eq!(message["id"], 7);
-        assert_eq!(message["error"]["data"]["reason"], "owner_unavailable");
+        assert_eq!(message["error"]["data"]["reason"], "owner_not_answering");
         assert!(message["error"]["message"]
             .as_str()
             .unwrap()
@@ -445,6 +476,47 @@ mod tests {
         strip_hop_by_hop(&mut headers);
         assert_eq!(headers.len(), 1);
         assert_eq!(headers["authorization"], "Bearer t");
+    }
+
+    fn retry_parts() -> http::request::Parts {
+        let (parts, ()) = Request::post("/mcp").body(()).unwrap().into_parts();
+        parts
+    }
+
+    #[tokio::test]
+    async fn only_a_refused_connection_says_the_owner_is_gone() {
+        let fleet = fleet(&[]);
+        // Nothing listens at the address: the process that held the call is gone.
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = closed.local_addr().unwrap().to_string();
+        drop(closed);
+        let gone = fleet
+            .send_to_owner(&address, retry_parts(), Bytes::from_static(b"{}"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&gone, GatewayError::OwnerUnavailable(why) if why == "refused the connection"),
+            "{gone:?}"
+        );
+
+        // An owner that takes the request and closes the connection without an answer may have
+        // been cut off mid-way, its call still held: the same retry is to be sent again.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let owner = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut buffer = [0u8; 1024];
+            let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut buffer).await;
+        });
+        let silent = fleet
+            .send_to_owner(&address, retry_parts(), Bytes::from_static(b"{}"))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(silent, GatewayError::OwnerNotAnswering(_)),
+            "{silent:?}"
+        );
+        owner.await.unwrap();
     }
 
     #[tokio::test]

@@ -21,6 +21,7 @@ use super::request::{Command, McpRequest};
 use super::route::Route;
 use super::translate;
 use crate::error::GatewayError;
+use crate::fleet::{forwarded_by, mark_owner_unavailable};
 use crate::http_serve::{
     answer_early, error_outcome, error_response, json_response, labeled, Body,
 };
@@ -59,6 +60,7 @@ impl Service<Request<McpRequest>> for Dispatch {
         let answer = async move {
             let (mut parts, request) = request.into_parts();
             let id = request.id.clone();
+            let forwarded = forwarded_by(&parts.headers).is_some();
             // The authentication layer below which this service runs always sets it.
             let answer = match parts.extensions.remove::<Principal>() {
                 Some(Principal(principal)) => {
@@ -67,11 +69,11 @@ impl Service<Request<McpRequest>> for Dispatch {
                 None => Err(GatewayError::Internal("no principal".into())),
             };
             answer.unwrap_or_else(|error| {
-                labeled(
-                    error_response(Some(id), &error),
-                    method,
-                    error_outcome(&error),
-                )
+                let mut response = error_response(Some(id), &error);
+                if forwarded && matches!(error, GatewayError::OwnerUnavailable(_)) {
+                    mark_owner_unavailable(&mut response);
+                }
+                labeled(response, method, error_outcome(&error))
             })
         };
         if !method.is_forwarded() {
@@ -139,6 +141,17 @@ impl Dispatch {
             method: call.method,
             retry: matches!(call.continuation, Some(Continuation::Retry { .. })),
         };
+        if self.calls_end.is_cancelled() {
+            // Past the drain's end the calls held here are gone: a retry is told so, as it will
+            // be once this replica has exited, not that its state is unknown.
+            return Err(if reply.retry {
+                GatewayError::OwnerUnavailable(
+                    "ended the calls it held at the end of its drain".into(),
+                )
+            } else {
+                GatewayError::ShutDown
+            });
+        }
         let caller = Caller {
             route: self.route.config.path.clone(),
             principal,

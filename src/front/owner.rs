@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures_util::future::{BoxFuture, Either};
-use http::{HeaderValue, Request, Response};
+use http::{Request, Response};
 use tower::{Layer, Service};
 
 use super::authn::Principal;
 use super::request::McpRequest;
 use crate::error::GatewayError;
-use crate::fleet::{forwarded_by, Fleet, OWNER_UNAVAILABLE};
+use crate::fleet::{forwarded_by, mark_owner_unavailable, Fleet};
 use crate::http_serve::{answer_early, error_response, Body};
 use crate::mrtr::{Bridge, Location};
 
@@ -133,9 +133,7 @@ fn refuse(request: &Request<McpRequest>, why: &str, to_forwarder: bool) -> Answe
         &GatewayError::OwnerUnavailable(why.into()),
     );
     if to_forwarder {
-        response
-            .headers_mut()
-            .insert(OWNER_UNAVAILABLE, HeaderValue::from_static("1"));
+        mark_owner_unavailable(&mut response);
     }
     Box::pin(futures_util::future::ready(Ok(response)))
 }

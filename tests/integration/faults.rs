@@ -752,3 +752,74 @@ async fn a_call_waiting_for_its_session_is_served_across_the_drain() {
         .expect("the gateway stops once the call is answered")
         .unwrap();
 }
+
+/// Past its drain's end and until it exits, a gateway still answers on the connections it has
+/// open (here while its HTTP backend is slow to end its sessions). A retry of a call it held
+/// is then told that the call is gone (503 `owner_unavailable`, start again), as it is once the
+/// gateway has exited, and not that its state is unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_the_drain_ran_out_is_told_its_call_is_gone() {
+    let mut h = Harness::start_with_env(
+        Backend::Http,
+        &[("LEGACY_BACKEND_DELETE_DELAY_MS", "4000")],
+        |c| c.server.drain_timeout = Duration::from_millis(300),
+    )
+    .await;
+    // One client: its keep-alive connection is still open once the listener has closed.
+    let client = reqwest::Client::new();
+    let send = |body: &Value| {
+        client
+            .post(&h.url)
+            .headers(standard_headers(body))
+            .body(body.to_string())
+            .send()
+    };
+    let first = modern_request(
+        1,
+        "tools/call",
+        json!({"name": "ask_name"}),
+        &elicitation_caps(),
+    );
+    let round: Value = send(&first).await.unwrap().json().await.unwrap();
+    assert_eq!(round["result"]["resultType"], "input_required", "{round}");
+
+    let gateway = h.gateway.take().unwrap();
+    let stopping = tokio::spawn(gateway.shutdown());
+    // The drain runs out with the call still held: the backend hears it withdrawn.
+    h.wait_for_backend("the held call cancelled", |m| {
+        m["method"] == "notifications/cancelled"
+    })
+    .await;
+
+    let retry = answer_only_input(
+        &first,
+        json!(2),
+        &round["result"],
+        json!({"action": "accept", "content": {"name": "Late"}}),
+    );
+    let answer = send(&retry).await.expect("the open connection is served");
+    assert_eq!(answer.status(), 503);
+    assert!(answer.headers().contains_key("retry-after"));
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(body["id"], 2, "{body}");
+    assert_eq!(
+        body["error"]["data"]["reason"], "owner_unavailable",
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("start it again")),
+        "{body}"
+    );
+    tokio::time::timeout(Duration::from_secs(20), stopping)
+        .await
+        .expect("the gateway stops")
+        .unwrap();
+    assert!(
+        !h.backend_messages()
+            .iter()
+            .any(|m| m["result"]["content"]["name"] == "Late"),
+        "the answer never reached the backend"
+    );
+}

@@ -565,11 +565,13 @@ async fn forged_disallowed_and_already_forwarded_states_are_never_forwarded() {
     fleet.stop().await;
 }
 
-/// An owner that accepts the connection but never answers (stopped with SIGSTOP) is reported
-/// as unavailable once peer_timeout has passed.
+/// An owner that accepts the connection but does not answer (frozen with SIGSTOP, as a paused
+/// or throttled pod) is reported within peer_timeout as not answering, with what to do: send
+/// the same retry again. Never "start again": once the owner resumes it may finish the call,
+/// and the re-sent retry then gets that outcome, the tool having run once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_frozen_owner_is_reported_within_peer_timeout() {
-    let mut fleet = Fleet::start(Backend::Http).await;
+async fn a_frozen_owner_is_reported_as_not_answering_and_the_same_retry_finishes_later() {
+    let fleet = Fleet::start(Backend::Http).await;
     let first = tool_call(json!(1), "ask_name", json!({}), &elicitation_caps());
     let round = input_required(&post(fleet.url(0), &first).await);
     assert_eq!(fleet.owner_of(&round.state), 0);
@@ -585,19 +587,35 @@ async fn a_frozen_owner_is_reported_within_peer_timeout() {
     let started = Instant::now();
     let exchange = post(fleet.url(1), &retry).await;
     let elapsed = started.elapsed();
-    assert_owner_unavailable(&exchange, json!(2));
+    let error = assert_rpc_error(&exchange, 503, -32603);
+    assert_eq!(
+        error["data"]["reason"], "owner_not_answering",
+        "{}",
+        exchange.body
+    );
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("send the same request again") && !message.contains("start it again"),
+        "the message says to send the same retry again: {message}"
+    );
     assert!(
         elapsed < PEER_TIMEOUT + Duration::from_secs(1),
         "answered within peer_timeout + 1 s: {elapsed:?}"
     );
     assert_eq!(
         fleet
-            .metric(1, FORWARDED, &[("result", "owner_unavailable")])
+            .metric(1, FORWARDED, &[("result", "owner_not_answering")])
             .await,
         1.0
     );
-    fleet.kill(0).await;
-    assert!(fleet.answers().is_empty(), "no backend heard the answer");
+
+    // The owner resumes. The retry it had taken in may now reach the backend: the client that
+    // followed the message sends the same retry again and gets the call's one outcome.
+    fleet.signal(0, libc::SIGCONT);
+    let again = post(fleet.url(2), &retry).await;
+    assert_eq!(result_text(&again), "Hello, Ice!", "{}", again.body);
+    assert_eq!(fleet.answers().len(), 1, "the tool ran once");
+    fleet.wait_no_held().await;
     fleet.stop().await;
 }
 

@@ -386,6 +386,7 @@ mod tests {
             advertise: "127.0.0.1:8080".into(),
             allowed_peers: allowed_peers.iter().map(|p| p.parse().unwrap()).collect(),
             peer_timeout: Duration::from_secs(2),
+            listen: None,
         };
         Arc::new(
             Fleet::new(

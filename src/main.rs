@@ -124,7 +124,8 @@ async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr
     shutdown_signal().await;
     reloads.abort();
     tracing::info!("shutting down");
-    running.shutdown().await;
+    // A second signal cuts the lame-duck period short.
+    running.shutdown_or_sooner(shutdown_signal()).await;
     ExitCode::SUCCESS
 }
 

@@ -40,6 +40,9 @@ pub(super) fn stream_after() -> Duration {
 pub(super) fn first_byte_timeout() -> Duration {
     Duration::from_secs(10)
 }
+pub(super) fn shutdown_delay() -> Duration {
+    Duration::from_secs(5)
+}
 pub(super) fn drain_timeout() -> Duration {
     Duration::from_secs(20)
 }
@@ -134,6 +137,7 @@ impl Default for ServerConfig {
             max_connections: max_connections(),
             first_byte_timeout: first_byte_timeout(),
             stream_after: stream_after(),
+            shutdown_delay: shutdown_delay(),
             drain_timeout: drain_timeout(),
         }
     }

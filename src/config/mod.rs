@@ -98,9 +98,16 @@ pub struct LegacyConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FleetConfig {
-    /// `HOST:PORT` at which other replicas reach this one's MCP listener (in Kubernetes
-    /// `"${POD_IP}:8080"`). Sealed into every `requestState` this replica issues.
+    /// `HOST:PORT` at which other replicas reach this one (in Kubernetes `"${POD_IP}:8081"`):
+    /// its peer listener (`listen`), else its MCP listener. Sealed into every `requestState`
+    /// this replica issues.
     pub advertise: String,
+    /// The peer listener: where other replicas forward retries and session requests. It stays
+    /// open until the process exits, so the MCP listener can close when the drain starts and
+    /// a refused connection proves the owner gone. Without it the MCP listener serves peers
+    /// and stays open through the drain.
+    #[serde(default)]
+    pub listen: Option<SocketAddr>,
     /// CIDRs a replica forwards to; empty: any address a state names (the state opened, so a
     /// replica of the fleet sealed it).
     #[serde(default)]
@@ -237,7 +244,12 @@ pub struct ServerConfig {
     /// Longest a new connection may stay silent before its first byte; then it is closed.
     #[serde(default = "defaults::first_byte_timeout", with = "humantime_serde")]
     pub first_byte_timeout: Duration,
-    /// Grace period for in-flight calls at shutdown.
+    /// The lame-duck period at SIGTERM: `/readyz` answers 503 and everything is still served,
+    /// so balancers take the replica out before its listener closes. A second signal ends it.
+    #[serde(default = "defaults::shutdown_delay", with = "humantime_serde")]
+    pub shutdown_delay: Duration,
+    /// After the lame-duck period, the longest wait for what was accepted to finish (calls
+    /// running or waiting for a session, held rounds' retries) before the rest is cut.
     #[serde(default = "defaults::drain_timeout", with = "humantime_serde")]
     pub drain_timeout: Duration,
     /// `subscriptions/listen` streams open at once, gateway-wide; past it a listen gets 429.
@@ -457,7 +469,11 @@ impl Config {
             },
         );
         Self {
-            server: ServerConfig::default(),
+            server: ServerConfig {
+                // A demo on a laptop has no balancer to leave: Ctrl-C stops it at once.
+                shutdown_delay: Duration::ZERO,
+                ..ServerConfig::default()
+            },
             routes: vec![RouteConfig {
                 path: "/mcp".into(),
                 backend: "demo".into(),

@@ -46,13 +46,20 @@ fn answer(gateway: &Gateway, request: &Request<Incoming>) -> Response<Body> {
                 .map(|p| p.backend_name())
                 .collect();
             let saturated = gateway.connections().saturated();
-            if waiting.is_empty() && !gateway.is_draining() && !saturated {
+            if waiting.is_empty() && !gateway.is_stopping() && !saturated {
                 text(StatusCode::OK, "text/plain", "ready\n".into())
             } else if gateway.is_draining() {
                 text(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "text/plain",
                     "draining\n".into(),
+                )
+            } else if gateway.is_stopping() {
+                // The lame-duck period: everything is served while balancers let go.
+                text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    "stopping\n".into(),
                 )
             } else if saturated {
                 // Every connection has a request in flight: a new client would be refused.
@@ -100,6 +107,7 @@ fn answer(gateway: &Gateway, request: &Request<Incoming>) -> Response<Body> {
                     "max": gateway.connections().max(),
                     "saturated": gateway.connections().saturated(),
                 },
+                "stopping": gateway.is_stopping(),
                 "draining": gateway.is_draining(),
                 "backends": backends,
             });

@@ -193,7 +193,11 @@ pub struct Gateway {
     /// The root of shutdown: when cancelled, every task of the gateway ends. Pools, the bridge
     /// and the admin side hold child tokens.
     shutdown: CancellationToken,
-    /// A child of `shutdown`, cancelled first: only retries of held calls are still served.
+    /// Cancelled at the stop signal, before the drain: the lame-duck period, in which
+    /// readiness fails and everything is still served.
+    stopping: CancellationToken,
+    /// A child of `shutdown`, cancelled when the lame-duck period ends: only what was accepted
+    /// and retries of held calls are still served.
     drain: CancellationToken,
     /// A child of `shutdown`, cancelled when the drain ends: every call still unanswered gets
     /// its ending (`GatewayError::ShutDown`). Behind an `Arc`, as the drain token is.
@@ -318,6 +322,7 @@ impl Gateway {
             legacy,
             metrics,
             shutdown,
+            stopping: CancellationToken::new(),
             drain,
             calls_end,
             connections,
@@ -359,7 +364,18 @@ impl Gateway {
         self.drain.is_cancelled()
     }
 
-    /// From now on only retries of held calls are served.
+    /// Stopping: in the lame-duck period or draining. Readiness fails from the first instant.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.is_cancelled()
+    }
+
+    /// The lame-duck period begins: readiness fails, everything is still served.
+    fn start_stopping(&self) {
+        self.stopping.cancel();
+    }
+
+    /// From now on new calls are refused; what was accepted and retries of held calls are
+    /// served.
     fn start_drain(&self) {
         self.drain.cancel();
     }

@@ -3,14 +3,23 @@
 //! `server.max_connections` open at once (at the limit the longest-idle one makes room), each
 //! closed if it sends nothing within `server.first_byte_timeout`. Tower's limits (on requests,
 //! and waiting rather than refusing) do not cover connections. Header reads are bounded by
-//! hyper. Stopping drains first:
-//! the listener stays open, new calls get 503 and retries of held calls are still served until
-//! nothing is held or running, or the drain timeout; then held calls end, backend sessions
-//! close, and open connections get a short grace to finish writing.
+//! hyper. With `fleet.listen`, a peer listener serves other replicas the same way.
+//!
+//! Stopping, in three steps a balancer can follow without losing a request:
+//! 1. the lame-duck period (`server.shutdown_delay`): `/readyz` fails, everything is served;
+//! 2. the drain: the MCP listener closes (unless it is where peers reach this replica), so new
+//!    connections are refused before a byte is sent; each open connection finishes the request
+//!    it carries (answered with `Connection: close`) and closes, an idle one at once. What was
+//!    accepted finishes, calls waiting for a session included; new calls that still arrive get
+//!    503, retries of held calls are served, forwarded ones through the peer listener. It ends
+//!    when nothing is held or running, or at `server.drain_timeout`;
+//! 3. calls still unanswered get their ending, held calls end, backend sessions close, a retry
+//!    arriving meanwhile is told its call is gone; then the listeners close and open
+//!    connections get a short grace to finish writing.
 //!
 //! Tasks: the accept loop, owned by [`RunningGateway`]; one task per connection, tracked by the
-//! accept loop and aborted after the grace; the admin listener and readiness probes, tracked by [`RunningGateway`] and
-//! stopped by its shutdown token.
+//! accept loop and aborted after the grace; the admin listener and readiness probes, tracked by
+//! [`RunningGateway`] and stopped by its shutdown token.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -60,6 +69,9 @@ pub enum StartError {
 pub struct RunningGateway {
     local_addr: SocketAddr,
     admin_addr: Option<SocketAddr>,
+    peer_addr: Option<SocketAddr>,
+    /// `server.shutdown_delay`: the lame-duck period before the drain.
+    shutdown_delay: Duration,
     task: tokio::task::JoinHandle<()>,
     /// The admin listener and the readiness probes; they end with the gateway's shutdown token.
     side_tasks: TaskTracker,
@@ -75,13 +87,33 @@ impl RunningGateway {
         self.admin_addr
     }
 
+    /// The fleet's peer listener (`fleet.listen`), when there is one.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer_addr
+    }
+
     pub fn gateway(&self) -> &Arc<Gateway> {
         &self.gateway
     }
 
-    /// Drains (new calls get 503, retries of held calls are served) until nothing is held or
-    /// running or the drain timeout, then stops accepting and closes backend sessions.
-    pub async fn shutdown(mut self) {
+    /// Stops as [`RunningGateway::shutdown_or_sooner`] does, with the whole lame-duck period.
+    pub async fn shutdown(self) {
+        self.shutdown_or_sooner(std::future::pending()).await;
+    }
+
+    /// Stops: first the lame-duck period (`server.shutdown_delay`, ended early when `sooner`
+    /// resolves, e.g. at a second signal), in which readiness fails and everything is served;
+    /// then the drain (see the module docs) until nothing is held or running, or the drain
+    /// timeout; then held calls end and backend sessions close.
+    pub async fn shutdown_or_sooner(mut self, sooner: impl std::future::Future<Output = ()>) {
+        self.gateway.start_stopping();
+        if !self.shutdown_delay.is_zero() {
+            tracing::info!(delay = ?self.shutdown_delay, "stopping: not ready any more, still serving everything");
+            tokio::select! {
+                () = tokio::time::sleep(self.shutdown_delay) => {}
+                () = sooner => tracing::info!("the lame-duck period was cut short"),
+            }
+        }
         // The accept loop drains, closes the gateway and ends; the admin surface reports the
         // drain until then, however the loop ended.
         self.gateway.start_drain();
@@ -103,27 +135,31 @@ impl Drop for RunningGateway {
 /// Binds the listeners and starts serving.
 pub async fn start(config: &Config) -> Result<RunningGateway, StartError> {
     let gateway = Gateway::new(config)?;
-    let addr = config.server.listen;
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| StartError::Bind { addr, source })?;
-    let local_addr = listener
-        .local_addr()
-        .map_err(|source| StartError::Bind { addr, source })?;
+    let (mcp, local_addr) = bind(config.server.listen).await?;
+    let peer = match config.fleet.as_ref().and_then(|fleet| fleet.listen) {
+        Some(addr) => Some(bind(addr).await?),
+        None => None,
+    };
+    let peer_addr = peer.as_ref().map(|(_, addr)| *addr);
+    let listeners = Listeners {
+        mcp: Some(mcp),
+        // Without a peer listener of its own, a replica of a fleet is reached by its peers
+        // on the MCP listener: it must stay open for the retries they forward.
+        mcp_closes_at_drain: config.fleet.is_none() || peer.is_some(),
+        peer: peer.map(|(listener, _)| listener),
+    };
     let task = tokio::spawn(serve(
-        listener,
+        listeners,
         gateway.clone(),
         config.server.drain_timeout,
         config.server.first_byte_timeout,
     ));
-    tracing::info!(%local_addr, routes = ?config.routes.iter().map(|r| &r.path).collect::<Vec<_>>(), "mrtr-gateway listening");
+    tracing::info!(%local_addr, peer = ?peer_addr, routes = ?config.routes.iter().map(|r| &r.path).collect::<Vec<_>>(), "mrtr-gateway listening");
     let side_tasks = TaskTracker::new();
     let mut admin_addr = None;
     if let Some(addr) = config.server.admin_listen {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| StartError::Bind { addr, source })?;
-        admin_addr = listener.local_addr().ok();
+        let (listener, bound) = bind(addr).await?;
+        admin_addr = Some(bound);
         side_tasks.spawn(admin::serve(
             listener,
             gateway.clone(),
@@ -137,25 +173,145 @@ pub async fn start(config: &Config) -> Result<RunningGateway, StartError> {
     Ok(RunningGateway {
         local_addr,
         admin_addr,
+        peer_addr,
+        shutdown_delay: config.server.shutdown_delay,
         task,
         side_tasks,
         gateway,
     })
 }
 
+async fn bind(addr: SocketAddr) -> Result<(TcpListener, SocketAddr), StartError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| StartError::Bind { addr, source })?;
+    Ok((listener, bound))
+}
+
+/// What the accept loop listens on.
+struct Listeners {
+    /// The MCP listener; `None` once closed.
+    mcp: Option<TcpListener>,
+    /// The fleet's peer listener (`fleet.listen`), open until the gateway has closed.
+    peer: Option<TcpListener>,
+    /// The MCP listener closes when the drain starts: balancers then move on by themselves,
+    /// and peers reach this replica elsewhere (or there is no fleet).
+    mcp_closes_at_drain: bool,
+}
+
+/// The next connection on `listener`; never, when it is closed.
+async fn accept_on(
+    listener: &Option<TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+    match listener {
+        Some(listener) => listener.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// How each connection is served; one per accept loop.
+struct ConnectionServer {
+    gateway: Arc<Gateway>,
+    builder: auto::Builder<TokioExecutor>,
+    first_byte_timeout: Duration,
+}
+
+impl ConnectionServer {
+    /// Admits a new connection (or closes it at the limit) and serves it in a task of
+    /// `connections`, watched by `graceful`.
+    async fn serve(
+        &self,
+        connections: &mut tokio::task::JoinSet<()>,
+        accepted: std::io::Result<(tokio::net::TcpStream, SocketAddr)>,
+        graceful: &GracefulShutdown,
+    ) {
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(e) => {
+                // Out of descriptors and similar: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return;
+            }
+        };
+        let open = self.gateway.connections().clone();
+        let Some(admitted) = open.admit().await else {
+            tracing::warn!(
+                max_connections = open.max(),
+                "connection refused: every connection is busy"
+            );
+            return;
+        };
+        let _ = stream.set_nodelay(true);
+        let activity = admitted.activity.clone();
+        let gateway = self.gateway.clone();
+        let service = hyper::service::service_fn(move |request| {
+            let gateway = gateway.clone();
+            let in_flight = activity.request_started();
+            async move {
+                let response = gateway.handle(request).await;
+                Ok::<_, Infallible>(response.map(|body| Tracked::new(body, in_flight)))
+            }
+        });
+        let builder = self.builder.clone();
+        let watcher = graceful.watcher();
+        let first_byte_timeout = self.first_byte_timeout;
+        connections.spawn(async move {
+            let activity = admitted.activity.clone();
+            // A connection that never speaks is closed, and so is one evicted while waiting.
+            let mut first = [0u8; 1];
+            tokio::select! {
+                peeked = tokio::time::timeout(first_byte_timeout, stream.peek(&mut first)) => {
+                    if !matches!(peeked, Ok(Ok(n)) if n > 0) {
+                        if peeked.is_err() {
+                            open.silent();
+                        }
+                        return;
+                    }
+                }
+                () = activity.closed() => return,
+            }
+            let connection = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .into_owned();
+            // Watched from here on: a graceful shutdown lets the request it carries finish,
+            // answered with `Connection: close`, and closes it idle.
+            tokio::select! {
+                served = watcher.watch(connection) => {
+                    if let Err(e) = served {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                }
+                () = activity.closed() => {}
+            }
+            drop(admitted);
+        });
+    }
+}
+
 async fn serve(
-    listener: TcpListener,
+    mut listeners: Listeners,
     gateway: Arc<Gateway>,
     drain_timeout: Duration,
     first_byte_timeout: Duration,
 ) {
-    let open = gateway.connections().clone();
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT);
-    let graceful = GracefulShutdown::new();
+    let server = ConnectionServer {
+        gateway: gateway.clone(),
+        builder,
+        first_byte_timeout,
+    };
+    // The MCP listener's connections, and the peer listener's: the first are let go when the
+    // drain starts, the others only at the end.
+    let mut mcp_graceful = Some(GracefulShutdown::new());
+    let peer_graceful = GracefulShutdown::new();
     // A JoinSet, not a tracker: connections still open after the grace are aborted.
     let mut connections = tokio::task::JoinSet::new();
     let mut drain_deadline: Option<tokio::time::Instant> = None;
@@ -166,6 +322,14 @@ async fn serve(
             _ = drain.cancelled(), if drain_deadline.is_none() => {
                 drain_deadline = Some(tokio::time::Instant::now() + drain_timeout);
                 tracing::info!(held = gateway.held_calls(), "draining");
+                if listeners.mcp_closes_at_drain {
+                    // New connections are refused before a byte is sent, so a balancer moves on
+                    // by itself; each open one finishes what it carries, then closes.
+                    listeners.mcp = None;
+                    if let Some(graceful) = mcp_graceful.take() {
+                        connections.spawn(graceful.shutdown());
+                    }
+                }
             }
             _ = drain_tick.tick(), if drain_deadline.is_some() => {
                 let expired = drain_deadline.is_some_and(|d| d <= tokio::time::Instant::now());
@@ -178,70 +342,45 @@ async fn serve(
                 }
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => {
-                    let Some(admitted) = open.admit().await else {
-                        tracing::warn!(max_connections = open.max(), "connection refused: every connection is busy");
-                        continue;
-                    };
-                    let _ = stream.set_nodelay(true);
-                    let activity = admitted.activity.clone();
-                    let gateway = gateway.clone();
-                    let service = hyper::service::service_fn(move |request| {
-                        let gateway = gateway.clone();
-                        let in_flight = activity.request_started();
-                        async move {
-                            let response = gateway.handle(request).await;
-                            Ok::<_, Infallible>(response.map(|body| Tracked::new(body, in_flight)))
-                        }
-                    });
-                    let builder = builder.clone();
-                    let watcher = graceful.watcher();
-                    let open = open.clone();
-                    connections.spawn(async move {
-                        let activity = admitted.activity.clone();
-                        // A connection that never speaks is closed, and so is one evicted
-                        // while waiting.
-                        let mut first = [0u8; 1];
-                        tokio::select! {
-                            peeked = tokio::time::timeout(first_byte_timeout, stream.peek(&mut first)) => {
-                                if !matches!(peeked, Ok(Ok(n)) if n > 0) {
-                                    if peeked.is_err() {
-                                        open.silent();
-                                    }
-                                    return;
-                                }
-                            }
-                            () = activity.closed() => return,
-                        }
-                        let connection = builder
-                            .serve_connection(TokioIo::new(stream), service)
-                            .into_owned();
-                        tokio::select! {
-                            served = watcher.watch(connection) => {
-                                if let Err(e) = served {
-                                    tracing::debug!(error = %e, "connection ended with an error");
-                                }
-                            }
-                            () = activity.closed() => {}
-                        }
-                        drop(admitted);
-                    });
+            accepted = accept_on(&listeners.mcp) => {
+                if let Some(graceful) = &mcp_graceful {
+                    server.serve(&mut connections, accepted, graceful).await;
                 }
-                Err(e) => {
-                    // Out of descriptors and similar: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
+            }
+            accepted = accept_on(&listeners.peer) => {
+                server.serve(&mut connections, accepted, &peer_graceful).await;
             }
         }
     }
-    drop(listener);
     // Calls still unanswered get their ending, held calls end (their backends see
-    // cancellation), then open connections get a short grace to finish writing.
+    // cancellation); a retry reaching this replica meanwhile is told its call is gone. Then
+    // the listeners close, and open connections get a short grace to finish writing.
     gateway.end_calls();
-    gateway.close(CONNECTION_GRACE).await;
-    if tokio::time::timeout(CONNECTION_GRACE, graceful.shutdown())
+    let closing = gateway.close(CONNECTION_GRACE);
+    tokio::pin!(closing);
+    // Still accepting meanwhile, so what arrives is answered, not reset with the backlog.
+    loop {
+        tokio::select! {
+            () = &mut closing => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = accept_on(&listeners.mcp) => {
+                if let Some(graceful) = &mcp_graceful {
+                    server.serve(&mut connections, accepted, graceful).await;
+                }
+            }
+            accepted = accept_on(&listeners.peer) => {
+                server.serve(&mut connections, accepted, &peer_graceful).await;
+            }
+        }
+    }
+    drop(listeners);
+    let closing = async move {
+        peer_graceful.shutdown().await;
+        if let Some(graceful) = mcp_graceful {
+            graceful.shutdown().await;
+        }
+    };
+    if tokio::time::timeout(CONNECTION_GRACE, closing)
         .await
         .is_err()
     {

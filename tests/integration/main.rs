@@ -17,6 +17,7 @@ mod listen;
 mod mrtr;
 mod pool;
 mod roots;
+mod shutdown;
 mod soak;
 mod telemetry;
 mod validation;

@@ -158,7 +158,7 @@ async fn a_forwarded_retry_is_traced_on_both_replicas() {
         std::fs::write(
             &config,
             format!(
-                "[server]\nlisten = \"127.0.0.1:{port}\"\ndrain_timeout = \"1s\"\n\n\
+                "[server]\nlisten = \"127.0.0.1:{port}\"\ndrain_timeout = \"1s\"\nshutdown_delay = \"0s\"\n\n\
                  [mrtr]\nkeys = [\"{TEST_STATE_KEY}\"]\ninstance_id = \"replica-{i}\"\n\n\
                  [fleet]\nadvertise = \"127.0.0.1:{port}\"\n\n\
                  [[route]]\npath = \"/mcp\"\nbackend = \"demo\"\n[route.auth]\nmode = \"none\"\n\n\

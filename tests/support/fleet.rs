@@ -250,6 +250,7 @@ impl FleetBuilder {
                  listen = \"{advertise}\"\n\
                  admin_listen = \"127.0.0.1:{admin_port}\"\n\
                  drain_timeout = \"2s\"\n\
+                 shutdown_delay = \"0s\"\n\
                  \n\
                  [fleet]\n\
                  advertise = \"{advertise}\"\n\

@@ -367,6 +367,8 @@ fn test_config(transport: Transport) -> Config {
     .expect("base test configuration");
     config.server.listen = SocketAddr::from(([127, 0, 0, 1], 0));
     config.server.drain_timeout = Duration::from_secs(1);
+    // No balancer to leave: a test that stops the gateway drains at once.
+    config.server.shutdown_delay = Duration::ZERO;
     config.mrtr.keys = vec![TEST_STATE_KEY.to_string()];
     config.mrtr.instance_id = Some("test-instance".into());
     config.mrtr.settle_quiet = TEST_SETTLE_QUIET;

@@ -70,6 +70,18 @@ pub(crate) fn check_fleet(config: &Config) -> Result<(), ConfigError> {
             "must be an address other replicas can reach, not a wildcard",
         ));
     }
+    if let Some(listen) = fleet.listen {
+        if listen == config.server.listen || Some(listen) == config.server.admin_listen {
+            return Err(invalid(
+                "fleet.listen",
+                "must differ from server.listen and server.admin_listen",
+            ));
+        }
+        if authority.port_u16() != Some(listen.port()) {
+            // A port mapping between replicas is possible, but rare enough to mention.
+            tracing::warn!(advertise = %fleet.advertise, %listen, "fleet.advertise names another port than fleet.listen: peers must reach the peer listener there");
+        }
+    }
     if fleet.peer_timeout < Duration::from_millis(100)
         || fleet.peer_timeout > Duration::from_secs(60)
     {

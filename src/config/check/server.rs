@@ -31,6 +31,9 @@ pub(crate) fn check_server(server: &ServerConfig) -> Result<(), ConfigError> {
     if server.sse_keep_alive.is_zero() {
         return Err(invalid("server.sse_keep_alive", "must be greater than 0"));
     }
+    if server.shutdown_delay > Duration::from_secs(300) {
+        return Err(invalid("server.shutdown_delay", "must be at most 5m"));
+    }
     if server.max_listens == 0 {
         return Err(invalid("server.max_listens", "must be at least 1"));
     }

@@ -202,10 +202,26 @@ struct Listeners {
     mcp_closes_at_drain: bool,
 }
 
+/// Which listener a connection came in on.
+enum Door {
+    Mcp,
+    Peer,
+}
+
+type Accepted = std::io::Result<(tokio::net::TcpStream, SocketAddr)>;
+
+impl Listeners {
+    /// The next connection on either open listener.
+    async fn accept(&self) -> (Accepted, Door) {
+        tokio::select! {
+            accepted = accept_on(&self.mcp) => (accepted, Door::Mcp),
+            accepted = accept_on(&self.peer) => (accepted, Door::Peer),
+        }
+    }
+}
+
 /// The next connection on `listener`; never, when it is closed.
-async fn accept_on(
-    listener: &Option<TcpListener>,
-) -> std::io::Result<(tokio::net::TcpStream, SocketAddr)> {
+async fn accept_on(listener: &Option<TcpListener>) -> Accepted {
     match listener {
         Some(listener) => listener.accept().await,
         None => std::future::pending().await,
@@ -225,7 +241,7 @@ impl ConnectionServer {
     async fn serve(
         &self,
         connections: &mut tokio::task::JoinSet<()>,
-        accepted: std::io::Result<(tokio::net::TcpStream, SocketAddr)>,
+        accepted: Accepted,
         graceful: &GracefulShutdown,
     ) {
         let stream = match accepted {
@@ -342,13 +358,14 @@ async fn serve(
                 }
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = accept_on(&listeners.mcp) => {
-                if let Some(graceful) = &mcp_graceful {
+            (accepted, door) = listeners.accept() => {
+                let graceful = match door {
+                    Door::Mcp => mcp_graceful.as_ref(),
+                    Door::Peer => Some(&peer_graceful),
+                };
+                if let Some(graceful) = graceful {
                     server.serve(&mut connections, accepted, graceful).await;
                 }
-            }
-            accepted = accept_on(&listeners.peer) => {
-                server.serve(&mut connections, accepted, &peer_graceful).await;
             }
         }
     }
@@ -363,13 +380,14 @@ async fn serve(
         tokio::select! {
             () = &mut closing => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = accept_on(&listeners.mcp) => {
-                if let Some(graceful) = &mcp_graceful {
+            (accepted, door) = listeners.accept() => {
+                let graceful = match door {
+                    Door::Mcp => mcp_graceful.as_ref(),
+                    Door::Peer => Some(&peer_graceful),
+                };
+                if let Some(graceful) = graceful {
                     server.serve(&mut connections, accepted, graceful).await;
                 }
-            }
-            accepted = accept_on(&listeners.peer) => {
-                server.serve(&mut connections, accepted, &peer_graceful).await;
             }
         }
     }

@@ -4,27 +4,15 @@
 use std::time::{Duration, Instant};
 
 use mrtr_gateway::config::Config;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::support::gateway::{one_session, Backend, Harness, HttpBackend, TestConfig};
 use crate::support::modern_client::{
     answer_only_input, modern_request, post_raw, post_raw_with_headers, standard_headers,
 };
-use crate::support::rpc::{assert_rpc_error, elicitation_caps, no_caps, result_text, tool_call};
-
-/// Starts `ask_name`: the first request, and the round it gets.
-async fn ask_name_round(url: &str) -> (Value, Value) {
-    let first = modern_request(
-        1,
-        "tools/call",
-        json!({"name": "ask_name"}),
-        &elicitation_caps(),
-    );
-    let round = post_raw(url, &first).await;
-    let result = round.result().unwrap().clone();
-    assert_eq!(result["resultType"], "input_required");
-    (first, result)
-}
+use crate::support::rpc::{
+    ask_name_round, assert_rpc_error, elicitation_caps, no_caps, result_text, tool_call,
+};
 
 /// One backend session, and a short wait for it.
 fn one_session_short_queue(config: &mut Config) {

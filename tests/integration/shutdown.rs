@@ -12,24 +12,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::support::gateway::{Backend, Harness};
-use crate::support::modern_client::{
-    answer_only_input, modern_request, post_raw, standard_headers,
-};
-use crate::support::rpc::{elicitation_caps, no_caps, result_text, tool_call};
-
-/// Starts `ask_name`: the first request, and the round it gets.
-async fn ask_name_round(url: &str) -> (Value, Value) {
-    let first = modern_request(
-        1,
-        "tools/call",
-        json!({"name": "ask_name"}),
-        &elicitation_caps(),
-    );
-    let round = post_raw(url, &first).await;
-    let result = round.result().unwrap().clone();
-    assert_eq!(result["resultType"], "input_required");
-    (first, result)
-}
+use crate::support::modern_client::{answer_only_input, post_raw, standard_headers};
+use crate::support::rpc::{ask_name_round, no_caps, result_text, tool_call};
 
 /// Makes the gateway a replica of a fleet with a peer listener of its own (`fleet.listen`) on
 /// a free loopback port; returns the address.

@@ -153,3 +153,17 @@ pub async fn post_giving_up_after(
         .send()
         .await
 }
+
+/// Starts `ask_name` at `url`: the first request, and the `input_required` round it gets.
+pub async fn ask_name_round(url: &str) -> (Value, Value) {
+    let first = modern_request(
+        1,
+        "tools/call",
+        json!({"name": "ask_name"}),
+        &elicitation_caps(),
+    );
+    let round = crate::support::modern_client::post_raw(url, &first).await;
+    let result = round.result().expect("a result").clone();
+    assert_eq!(result["resultType"], "input_required", "{}", round.body);
+    (first, result)
+}

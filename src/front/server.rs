@@ -26,6 +26,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -340,8 +341,14 @@ async fn serve(
                 tracing::info!(held = gateway.held_calls(), "draining");
                 if listeners.mcp_closes_at_drain {
                     // New connections are refused before a byte is sent, so a balancer moves on
-                    // by itself; each open one finishes what it carries, then closes.
-                    listeners.mcp = None;
+                    // by itself. Those the kernel has already completed are taken first: closing
+                    // the socket would reset them, requests and all. Each open connection then
+                    // finishes what it carries, and closes.
+                    if let (Some(listener), Some(graceful)) = (listeners.mcp.take(), &mcp_graceful) {
+                        while let Some(accepted) = listener.accept().now_or_never() {
+                            server.serve(&mut connections, accepted, graceful).await;
+                        }
+                    }
                     if let Some(graceful) = mcp_graceful.take() {
                         connections.spawn(graceful.shutdown());
                     }

@@ -21,9 +21,10 @@
 #
 # Checked: both routes answer with their credentials; multi-round flows complete whichever
 # replica each retry lands on (the retries are forwarded to their owners); a retry whose owner
-# was killed gets the owner-gone error within fleet.peer_timeout (3 s in the production values); a replica restarted with SIGTERM while flows
-# run (taken out of the balancer first, as a Service does on termination) loses no flow, exits 0
-# within its drain, and its successor rejoins.
+# was killed gets owner_not_answering within fleet.peer_timeout (3 s in the production values);
+# each replica in turn restarted with SIGTERM while flows run, nginx left with its default
+# settings and every replica in its pool, loses no flow: it exits 0 within its shutdown delay and
+# drain, and its successor rejoins.
 #
 # Usage: tests/image/fleet.sh   (see lib.sh for CONTAINER_ENGINE, MRTR_IMAGE and MRTR_TEST_LOGS;
 # MRTR_TEST_RUST_LOG sets the replicas' RUST_LOG, info by default)
@@ -70,15 +71,21 @@ python3 "$IMAGE_TESTS/chart_config.py" "$scratch/rendered.yaml" \
   'jwks_url = "https://login\.example\.com/\.well-known/jwks\.json"' \
   "jwks_url = \"https://$login:8443/.well-known/jwks.json\"" \
   > "$scratch/config/config.toml"
-read -r advertise allowed_peers drain_timeout peer_timeout < <(python3 - "$scratch/config/config.toml" <<'PY'
+read -r advertise peer_listen allowed_peers drain_timeout shutdown_delay peer_timeout < <(python3 - "$scratch/config/config.toml" <<'PY'
 import sys, tomllib
 config = tomllib.load(open(sys.argv[1], "rb"))
-print(config["fleet"]["advertise"], ",".join(config["fleet"].get("allowed_peers", [])) or "none",
-      config["server"]["drain_timeout"].rstrip("s"), config["fleet"].get("peer_timeout", "2s").rstrip("s"))
+fleet, server = config["fleet"], config["server"]
+print(fleet["advertise"], fleet.get("listen", "none"),
+      ",".join(fleet.get("allowed_peers", [])) or "none",
+      server["drain_timeout"].rstrip("s"), server.get("shutdown_delay", "5s").rstrip("s"),
+      fleet.get("peer_timeout", "2s").rstrip("s"))
 PY
 )
-if [ "$advertise" = '${POD_IP}:8080' ]; then pass "the chart's configuration advertises \${POD_IP}:8080"; else
-  fail "the chart's configuration advertises $advertise, not \${POD_IP}:8080"; fi
+if [ "$advertise" = '${POD_IP}:8081' ] && [ "$peer_listen" = 0.0.0.0:8081 ]; then
+  pass "the chart's configuration listens for peers on 8081 and advertises \${POD_IP}:8081"
+else
+  fail "the chart's configuration: peer listener $peer_listen, advertise $advertise (expected 0.0.0.0:8081, \${POD_IP}:8081)"
+fi
 
 # ---- credentials: key ring, client tokens, TLS for the peers ----------------------------------
 "$ENGINE" run --rm "$IMAGE" keygen > "$scratch/keys/keys"
@@ -179,7 +186,6 @@ write_nginx_conf() { # NAME...: the replicas in the pool
     echo "    location / {"
     echo "      proxy_pass http://fleet; proxy_http_version 1.1; proxy_set_header Connection \"\";"
     echo "      proxy_set_header Host \$host; proxy_buffering off; proxy_read_timeout 120s;"
-    echo "      proxy_next_upstream off;"
     echo "    }"
     echo "  }"
     echo "}"
@@ -247,55 +253,31 @@ forwarded=$(( $(forwarded_ok "${replicas[@]}") - before ))
 if [ "$forwarded" -gt 0 ]; then pass "retries landing on other replicas were forwarded to their owners ($forwarded)"; else
   fail "no retry was forwarded"; fi
 
-# ---- rolling update: one replica restarted with SIGTERM while flows run ------------------------
-leaving="${replicas[1]}"
-staying=("${replicas[0]}" "${replicas[2]}")
+# ---- rolling restart: each replica in turn sent SIGTERM while flows run ------------------------
+# Nothing is done outside the gateways: nginx keeps all three in its pool, with its default
+# retry settings. A stopping replica serves everything for shutdown_delay, then closes its MCP
+# port: nginx's connections to it are refused and it tries the next replica by itself
+# (proxy_next_upstream error timeout: nothing was sent, so a POST too). Retries of the calls it
+# still holds reach it through the other replicas, on its peer port, until its drain ends.
+# Users take 2 s to answer each round. A successor starts under the same name; nginx is told
+# its new published port.
+until_file="$scratch/rolling.stop"
 flows_began="$(date +%s.%N)"
-# Users take 2 s to answer each round, longer than the pause below: the leaving replica still
-# holds calls when SIGTERM arrives, and their retries reach it only through the other replicas.
-start_background flows --workers 9 --seconds 18 --think-ms 2000 --out "$scratch/rolling.json" > "$scratch/rolling.out"
+start_background flows --workers 9 --seconds 600 --until "$until_file" --think-ms 2000 \
+  --out "$scratch/rolling.json" > "$scratch/rolling.out"
 flows_pid=$BACKGROUND_PID
 sleep 5
-# As a Service does once the pod is terminating: no new traffic to it; then the preStop pause.
-write_nginx_conf "${staying[@]}"
-reload_nginx
-sleep 1 # (the chart's preStop sleeps 5 s; any pause works once the balancer has let go)
-sigterm_at="$(date +%s.%N)"
-"$ENGINE" kill --signal TERM "$leaving" >/dev/null
-status="$(exit_code_after "$leaving" $((drain_timeout + 30)))"
-drained_in="$(python3 -c "import time; print(round(time.time() - $sigterm_at, 1))")"
-"$ENGINE" logs "$leaving" > "$scratch/leaving.log" 2>&1
-if [ "$status" = 0 ]; then pass "the replica stopped by SIGTERM exits 0 (after ${drained_in} s)"; else
-  fail "the replica stopped by SIGTERM: exit code ${status:-unknown}"; tail -20 "$scratch/leaving.log"; fi
-if python3 -c "import sys; sys.exit(0 if $drained_in <= ${drain_timeout:-0} else 1)"; then
-  pass "its drain ended before drain_timeout (${drain_timeout} s) once nothing was held"
-else
-  fail "its drain took ${drained_in} s (drain_timeout ${drain_timeout} s)"
-fi
-"$ENGINE" rm "$leaving" >/dev/null
-start_replica "$leaving"
-if await_replica "$leaving"; then pass "its successor starts under the same name and turns ready"; else
-  fail "its successor did not turn ready"; fi
-write_nginx_conf "${replicas[@]}"
-reload_nginx
-wait_background "$flows_pid"
-offset="$(python3 -c "print($sigterm_at - $flows_began)")"
-if python3 - "$scratch/rolling.json" "$offset" > "$scratch/rolling.verdict" 2>&1 <<'PY'
-import json, sys
-summary, sigterm = json.load(open(sys.argv[1])), float(sys.argv[2])
-spanning = [f for f in summary["timeline"] if f["start"] < sigterm < f["end"]]
-after = [f for f in summary["timeline"] if f["start"] > sigterm]
-print(json.dumps({"flows": summary["flows"], "failed": summary["failed"],
-                  "running_at_sigterm": len(spanning), "started_after": len(after),
-                  "errors": summary["errors"][:3]}))
-sys.exit(0 if summary["failed"] == 0 and spanning and after else 1)
-PY
-then
-  pass "no flow was lost across the rolling update: $(cat "$scratch/rolling.verdict")"
-else
-  fail "flows across the rolling update: $(cat "$scratch/rolling.verdict" 2>/dev/null) $(cat "$scratch/rolling.out")"
-fi
-held_at_sigterm="$(python3 - "$scratch/leaving.log" <<'PY'
+sigterm_offsets=()
+restarts_ok=1
+held_total=0
+for leaving in "${replicas[@]}"; do
+  sigterm_at="$(date +%s.%N)"
+  sigterm_offsets+=("$(python3 -c "print($sigterm_at - $flows_began)")")
+  "$ENGINE" kill --signal TERM "$leaving" >/dev/null
+  status="$(exit_code_after "$leaving" $((shutdown_delay + drain_timeout + 30)))"
+  stopped_in="$(python3 -c "import time; print(round(time.time() - $sigterm_at, 1))")"
+  "$ENGINE" logs "$leaving" > "$scratch/$leaving.log" 2>&1
+  held="$(python3 - "$scratch/$leaving.log" <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
     try:
@@ -308,10 +290,45 @@ for line in open(sys.argv[1]):
         break
 PY
 )"
-if [ "${held_at_sigterm:-0}" -gt 0 ] && ! grep -q 'drain timeout reached' "$scratch/leaving.log"; then
-  pass "the leaving replica held ${held_at_sigterm} calls at SIGTERM and finished them before exiting"
+  held_total=$((held_total + ${held:-0}))
+  if [ "$status" != 0 ] || [ -z "$held" ] || grep -q 'drain timeout reached' "$scratch/$leaving.log" \
+     || ! python3 -c "import sys; sys.exit(0 if $stopped_in <= $shutdown_delay + $drain_timeout else 1)"; then
+    restarts_ok=0
+    echo "--- $leaving: exit ${status:-unknown} after ${stopped_in} s, held ${held:-?} at the drain"
+    grep -E 'draining|drain timeout|stopping' "$scratch/$leaving.log" | tail -5
+  fi
+  echo "$leaving stopped in ${stopped_in} s (exit ${status:-unknown}), ${held:-?} calls held when its drain began"
+  "$ENGINE" rm "$leaving" >/dev/null
+  start_replica "$leaving"
+  if ! await_replica "$leaving"; then
+    restarts_ok=0
+    echo "--- $leaving: its successor did not turn ready"
+  fi
+  write_nginx_conf "${replicas[@]}"
+  reload_nginx
+  sleep 3
+done
+if [ "$restarts_ok" = 1 ] && [ "$held_total" -gt 0 ]; then
+  pass "each replica in turn, sent SIGTERM, exits 0 within shutdown_delay + drain_timeout (${shutdown_delay} + ${drain_timeout} s), finishing the ${held_total} calls held when their drains began; each successor turns ready"
 else
-  fail "the leaving replica held ${held_at_sigterm:-no} calls at SIGTERM, or abandoned some: $(grep -E 'draining|drain timeout' "$scratch/leaving.log")"
+  fail "the rolling restart: every replica exits 0 after finishing what it held, and its successor turns ready (calls held at the drains: ${held_total})"
+fi
+touch "$until_file"
+wait_background "$flows_pid"
+if python3 - "$scratch/rolling.json" "${sigterm_offsets[@]}" > "$scratch/rolling.verdict" 2>&1 <<'PY'
+import json, sys
+summary, sigterms = json.load(open(sys.argv[1])), [float(s) for s in sys.argv[2:]]
+spanning = [sum(1 for f in summary["timeline"] if f["start"] < t < f["end"]) for t in sigterms]
+after = [f for f in summary["timeline"] if f["start"] > sigterms[-1]]
+print(json.dumps({"flows": summary["flows"], "failed": summary["failed"],
+                  "running_at_each_sigterm": spanning, "started_after_the_last": len(after),
+                  "errors": summary["errors"][:3]}))
+sys.exit(0 if summary["failed"] == 0 and all(spanning) and after else 1)
+PY
+then
+  pass "no flow was lost across the rolling restart: $(cat "$scratch/rolling.verdict")"
+else
+  fail "flows across the rolling restart: $(cat "$scratch/rolling.verdict" 2>/dev/null) $(cat "$scratch/rolling.out")"
 fi
 
 # ---- the owner killed: its retries get owner_not_answering within peer_timeout -----------------

@@ -7,9 +7,9 @@ call completes; it completes correctly when the final text names every string it
 a flow can never be handed another flow's result.
 
   flows.py run --url URL --host HOST --token TOKEN --tool TOOL
-               [--workers N] [--seconds S] [--think-ms MS] [--out FILE]
-      N workers run flows one after the other for S seconds (a flow started is always
-      finished), pausing MS between a round and its retry, as a user answering would. Prints
+               [--workers N] [--seconds S] [--until FILE] [--think-ms MS] [--out FILE]
+      N workers run flows one after the other for S seconds, or until FILE exists (a flow
+      started is always finished), pausing MS between a round and its retry, as a user answering would. Prints
       and writes a JSON summary: flows, completed, failed (with the first errors), and each
       flow's start and end (seconds since the run began). Exit status 1 if any flow failed.
 
@@ -23,6 +23,7 @@ Requests go only to the URLs given (the tests' published loopback ports).
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -155,8 +156,11 @@ def run(args):
     flows, failures = [], []
     counter = iter(range(1_000_000))
 
+    def running():
+        return time.monotonic() < deadline and not (args.until and os.path.exists(args.until))
+
     def worker():
-        while time.monotonic() < deadline:
+        while running():
             with lock:
                 flow = next(counter)
             start = time.monotonic() - began
@@ -212,6 +216,7 @@ def main():
     r.add_argument("--url", required=True)
     r.add_argument("--workers", type=int, default=4)
     r.add_argument("--seconds", type=float, default=5)
+    r.add_argument("--until")
     r.add_argument("--think-ms", type=float, default=0)
     r.add_argument("--out")
     o = sub.add_parser("owner-gone")

@@ -7,9 +7,10 @@
 #     passes;
 #   - /readyz and /metrics answer, a plain call and an elicitation round complete through the
 #     published port, and the stdio backend runs inside the container;
-#   - SIGTERM: new calls get 503, a running call that ends within the drain gets its result, one
-#     that outlasts it gets the shutdown error as the last event of its stream, the exit status
-#     is 0 and the drain ends within its timeout.
+#   - SIGTERM: for the shutdown delay /readyz says "stopping" and a new call is still served;
+#     then the published port refuses new connections; a running call that ends within the drain
+#     gets its result, one that outlasts it gets the shutdown error as the last event of its
+#     stream, the exit status is 0 and the stop ends within the delay plus the drain timeout.
 #
 # Usage: tests/image/container.sh   (see lib.sh for CONTAINER_ENGINE and MRTR_IMAGE)
 set -euo pipefail
@@ -114,6 +115,7 @@ fi
 
 # ---- SIGTERM ------------------------------------------------------------------------------------
 drain_s=20 # the default server.drain_timeout, which the image's configuration keeps
+delay_s=5  # the default server.shutdown_delay, likewise
 start_background mcp tools/call countdown "$(call 10 countdown '{"from":3,"delay_ms":1000}')" > "$scratch/short"
 short_pid=$BACKGROUND_PID
 start_background mcp tools/call countdown "$(call 11 countdown '{"from":100,"delay_ms":1000}')" > "$scratch/long"
@@ -122,16 +124,25 @@ sleep 1
 "$ENGINE" kill --signal TERM "$name" >/dev/null
 stopping=$SECONDS
 sleep 0.5
-json_check "after SIGTERM a new call gets 503" 'code == 503 and "error" in r' \
-  "$(mcp tools/call echo "$(call 12 echo '{"text":"late"}')")"
-status="$(exit_code_after "$name" $((drain_s + 30)))"
+readyz="$(curl -s -w ' %{http_code}' --max-time 5 "http://127.0.0.1:$admin/readyz" || true)"
+if [ "$readyz" = "stopping
+ 503" ]; then pass "after SIGTERM /readyz answers 503 stopping"; else
+  fail "after SIGTERM /readyz answered: $readyz"; fi
+json_check "in the shutdown delay a new call is still served" \
+  'code == 200 and r["result"]["content"][0]["text"] == "in time"' \
+  "$(mcp tools/call echo "$(call 12 echo '{"text":"in time"}')")"
+sleep "$delay_s"
+refused="$(curl -s -o /dev/null -w '%{http_code} %{exitcode}' --max-time 5 "http://127.0.0.1:$port/mcp" || true)"
+if [ "$refused" = "000 7" ]; then pass "after the shutdown delay the published port refuses new connections"; else
+  fail "after the shutdown delay a new connection got: $refused (expected refused: 000 7)"; fi
+status="$(exit_code_after "$name" $((delay_s + drain_s + 30)))"
 elapsed=$((SECONDS - stopping))
 if [ "$status" = 0 ]; then pass "SIGTERM: exit code 0 after ${elapsed} s"; else
   fail "SIGTERM: exit code ${status:-unknown}"; "$ENGINE" logs "$name" 2>&1 | tail -20; fi
-if [ "$elapsed" -le $((drain_s + 6)) ]; then
-  pass "the drain ended within its timeout (${elapsed} s; drain_timeout ${drain_s} s, then sessions close)"
+if [ "$elapsed" -le $((delay_s + drain_s + 6)) ]; then
+  pass "the stop ended within the delay and the drain timeout (${elapsed} s; ${delay_s} + ${drain_s} s, then sessions close)"
 else
-  fail "stopping took ${elapsed} s (drain_timeout ${drain_s} s)"
+  fail "stopping took ${elapsed} s (shutdown_delay ${delay_s} s + drain_timeout ${drain_s} s)"
 fi
 wait_background "$short_pid"
 wait_background "$long_pid"

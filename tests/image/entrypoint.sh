@@ -5,9 +5,9 @@
 # chart's rendered ConfigMap (helm/examples/default.yaml) at etc/mrtr-gateway/config.toml, the key
 # ring laid out as the kubelet lays out a Secret volume, and a writable tmp that is HOME and TMPDIR.
 # Everything else is read-only to the process, which runs as uid/gid 10001 when this script runs
-# as root. The argv is the image's: --config <file>. Addresses move to free loopback ports and the
-# drain timeout to 3 s, POD_IP is 127.0.0.1 as the downward API would set it; nothing else in
-# the configuration changes.
+# as root. The argv is the image's: --config <file>. Addresses move to free loopback ports, the
+# shutdown delay to 1 s and the drain timeout to 3 s, POD_IP is 127.0.0.1 as the downward API
+# would set it; nothing else in the configuration changes.
 #
 # Usage: tests/image/entrypoint.sh   (builds with cargo build --release --locked unless
 #                                     MRTR_GATEWAY_BIN names a binary)
@@ -40,9 +40,9 @@ install -m 0755 "$src_bin" "$root/usr/local/bin/mrtr-gateway"
 bin="$root/usr/local/bin/mrtr-gateway"
 chmod 1777 "$root/tmp"
 
-read -r port admin_port < <(python3 -c '
+read -r port admin_port peer_port < <(python3 -c '
 import socket
-socks = [socket.socket() for _ in range(2)]
+socks = [socket.socket() for _ in range(3)]
 for s in socks:
     s.bind(("127.0.0.1", 0))
 print(*(s.getsockname()[1] for s in socks))
@@ -58,7 +58,9 @@ python3 tests/image/chart_config.py helm/examples/default.yaml \
   '^drain_timeout = "[0-9]+s"$' 'drain_timeout = "3s"' \
   '^command = "/usr/local/bin/mrtr-gateway"$' "command = \"$bin\"" \
   '^keys_file = "/var/run/secrets/mrtr-gateway/keys"$' "keys_file = \"$keys_dir/keys\"" \
-  '^advertise = "\$\{POD_IP\}:8080"$' "advertise = \"\${POD_IP}:$port\"" \
+  '^shutdown_delay = "[0-9]+s"$' 'shutdown_delay = "1s"' \
+  '^advertise = "\$\{POD_IP\}:8081"$' "advertise = \"\${POD_IP}:$peer_port\"" \
+  '^listen = "0\.0\.0\.0:8081"$' "listen = \"127.0.0.1:$peer_port\"" \
   > "$root/etc/mrtr-gateway/config.toml"
 
 # The key ring as a Secret volume: keys -> ..data/keys, ..data -> a timestamped directory.

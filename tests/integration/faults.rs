@@ -668,36 +668,3 @@ async fn an_answer_larger_than_the_backend_takes_is_refused_and_the_call_stays_h
     assert_eq!(result_text(&done), "Hello, Short!", "{}", done.body);
     h.stop().await;
 }
-
-/// A call still waiting for its backend session when the drain starts is served: the drain
-/// waits for it as it waits for a running call, instead of ending it with the shutdown error.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_waiting_for_its_session_is_served_across_the_drain() {
-    let mut h = Harness::start_with_env(
-        Backend::Stdio,
-        &[("LEGACY_BACKEND_START_DELAY_MS", "2000")],
-        |c| c.server.drain_timeout = Duration::from_secs(10),
-    )
-    .await;
-    let url = h.url.clone();
-    let call = tokio::spawn(async move {
-        post_raw(
-            &url,
-            &tool_call(1, "echo", json!({"text": "waited"}), &no_caps()),
-        )
-        .await
-    });
-    // The call is waiting for the session its backend is still starting.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let gateway = h.gateway.take().unwrap();
-    let stopping = tokio::spawn(gateway.shutdown());
-    let answer = tokio::time::timeout(Duration::from_secs(10), call)
-        .await
-        .expect("the call is answered")
-        .unwrap();
-    assert_eq!(result_text(&answer), "waited", "{}", answer.body);
-    tokio::time::timeout(Duration::from_secs(10), stopping)
-        .await
-        .expect("the gateway stops once the call is answered")
-        .unwrap();
-}

@@ -6,7 +6,7 @@ use tokio::process::Command;
 
 use crate::support::gateway::GatewayProcess;
 use crate::support::modern_client::{answer_only_input, modern_request, post_raw};
-use crate::support::rpc::{elicitation_caps, post_with_bearer};
+use crate::support::rpc::{elicitation_caps, no_caps, post_with_bearer, result_text, tool_call};
 
 const BIN: &str = env!("CARGO_BIN_EXE_mrtr-gateway");
 
@@ -141,7 +141,7 @@ async fn debug_logs_hold_no_secrets() {
     std::fs::write(
         &config,
         format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[[route]]\npath = \"/mcp\"\nbackend = \"b\"\nauth = {{ mode = \"bearer\", tokens = [{{ principal = \"p\", token = \"tok-SECRET-4711\" }}] }}\n[backend.b]\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\"]\nenv = {{ RUST_LOG = \"error\" }}\n",
+            "[server]\nlisten = \"127.0.0.1:0\"\nshutdown_delay = \"0s\"\n[[route]]\npath = \"/mcp\"\nbackend = \"b\"\nauth = {{ mode = \"bearer\", tokens = [{{ principal = \"p\", token = \"tok-SECRET-4711\" }}] }}\n[backend.b]\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\"]\nenv = {{ RUST_LOG = \"error\" }}\n",
             fixture.display().to_string()
         ),
     )
@@ -184,4 +184,39 @@ async fn debug_logs_hold_no_secrets() {
     for secret in ["tok-SECRET-4711", state.as_str(), "Zyxwvut-Private"] {
         assert!(!output.contains(secret), "{secret} leaked into the logs");
     }
+}
+
+/// SIGTERM starts the lame-duck period, in which the gateway still serves; a second SIGTERM
+/// cuts it short, and the gateway drains and exits at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_cuts_the_lame_duck_period_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gw.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\nshutdown_delay = \"30s\"\n[[route]]\npath = \"/mcp\"\nbackend = \"b\"\nauth = {{ mode = \"none\" }}\n[backend.b]\ntransport = \"stdio\"\ncommand = {:?}\nargs = [\"--stdio\"]\nenv = {{ RUST_LOG = \"error\" }}\n",
+            crate::support::gateway::fixture_path().display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut gateway =
+        GatewayProcess::start(&["--config", &config.display().to_string()], &[]).await;
+    let echo = |id: i64| tool_call(id, "echo", json!({"text": "served"}), &no_caps());
+    gateway.signal(libc::SIGTERM);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let served = post_raw(&gateway.url, &echo(1)).await;
+    assert_eq!(result_text(&served), "served", "{}", served.body);
+
+    gateway.signal(libc::SIGTERM);
+    let status = gateway
+        .wait_exit(std::time::Duration::from_secs(5))
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "still running 5 s after the second SIGTERM: {}",
+                gateway.stderr()
+            )
+        });
+    assert!(status.success(), "{status:?}");
 }

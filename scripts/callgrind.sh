@@ -51,6 +51,7 @@ run() {
 [server]
 listen = "127.0.0.1:0"
 drain_timeout = "1s"
+shutdown_delay = "0s"
 
 [[route]]
 path = "/mcp"

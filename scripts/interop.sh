@@ -160,6 +160,7 @@ start_gateway() {
 [server]
 listen = "127.0.0.1:$port"
 drain_timeout = "2s"
+shutdown_delay = "0s"
 
 [[route]]
 path = "/mcp"

@@ -165,7 +165,7 @@ fn server_table(admin: bool, port: u16) -> String {
     } else {
         ""
     };
-    format!("[server]\nlisten = \"127.0.0.1:{port}\"\n{admin}drain_timeout = \"1s\"\n\n")
+    format!("[server]\nlisten = \"127.0.0.1:{port}\"\n{admin}drain_timeout = \"1s\"\nshutdown_delay = \"0s\"\n\n")
 }
 
 /// A TOML basic string.

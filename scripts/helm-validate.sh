@@ -181,7 +181,11 @@ refused = {
     "a route without auth": {"config": {"route": [{"path": "/mcp", "backend": "demo"}]}},
     "a stdio backend with a url": {"config": {"backend": {"demo": {"url": "http://x"}}}},
     "a typo at the top level (replicas)": {"replicas": 2},
+    "a key the chart sets (config.server.shutdown_delay)": {"config": {"server": {"shutdown_delay": "1s"}}},
     "a key the chart sets (config.fleet)": {"config": {"fleet": {"advertise": "10.0.0.1:8080"}}},
+    "a key the chart sets (config.fleet.listen)": {"config": {"fleet": {"listen": "0.0.0.0:8081"}}},
+    "a shutdownDelaySeconds above 300 (301)": {"shutdownDelaySeconds": 301},
+    "a ports.peer of 0": {"ports": {"peer": 0}},
     "a fleet.peerTimeout that is no duration": {"fleet": {"peerTimeout": "2"}},
     "a fleet.allowedPeers entry that is no CIDR": {"fleet": {"allowedPeers": ["10.0.0.0"]}},
     "an unknown key (prometheusRule.labels)": {"prometheusRule": {"labels": {"a": "b"}}},
@@ -327,18 +331,23 @@ for stale in sorted(set(p.stem for p in EXAMPLES.glob("*.yaml")) - {n for n, _, 
     fail(f"{EXAMPLES / (stale + '.yaml')} has no values file in {EXAMPLES / 'values'}")
 
 # The render-time checks (the chart's validate helper): refused with their message, and values
-# next to the limit accepted. The default grace period is 90 s; preStop 5 s + drain 20 s.
+# next to the limit accepted. The default grace period is 90 s; preStop 0 s + shutdown delay 5 s
+# + drain 20 s.
 NO_RING = {"keyRing": {"create": False}}
+GRACE = "must be greater than preStopSleepSeconds + shutdownDelaySeconds"
 render_refused = {
     "fleet without a key ring": (NO_RING, "fleet.enabled needs a key ring"),
     "env POD_IP set by hand with fleet": (
         {"env": [{"name": "POD_IP", "value": "10.0.0.1"}]}, "POD_IP is set by the chart"),
-    "a grace period of preStop + drain + held_ttl": (
-        {"terminationGracePeriodSeconds": 75}, "must be greater than preStopSleepSeconds"),
-    "a grace period below a held_ttl of 2m": (
-        {"config": {"mrtr": {"held_ttl": "2m"}}}, "must be greater than preStopSleepSeconds"),
-    "a grace period of exactly preStop + drain + 1m 5s": (
-        {"config": {"mrtr": {"held_ttl": "1m 5s"}}}, "must be greater than preStopSleepSeconds"),
+    "a ports.peer equal to ports.mcp with fleet": ({"ports": {"peer": 8080}}, "ports.peer (8080) must differ"),
+    "a grace period of preStop + shutdown delay + drain + held_ttl": (
+        {"terminationGracePeriodSeconds": 75}, GRACE),
+    "a grace period below a held_ttl of 2m": ({"config": {"mrtr": {"held_ttl": "2m"}}}, GRACE),
+    "a grace period of exactly preStop + shutdown delay + drain + 1m 5s": (
+        {"config": {"mrtr": {"held_ttl": "1m 5s"}}}, GRACE),
+    "a grace period of exactly preStop 10s + shutdown delay 30s + drain + held_ttl": (
+        {"preStopSleepSeconds": 10, "shutdownDelaySeconds": 30, "terminationGracePeriodSeconds": 110},
+        GRACE),
     "a fleet.peerTimeout above 60s": ({"fleet": {"peerTimeout": "61s"}}, "must be between 100ms and 60s"),
     "a fleet.peerTimeout below 100ms": ({"fleet": {"peerTimeout": "99ms"}}, "must be between 100ms and 60s"),
     "a route naming no backend": (
@@ -346,8 +355,15 @@ render_refused = {
         "no config.backend.nope"),
 }
 render_accepted = {
-    "a grace period one second above preStop + drain + 1m 5s": {
+    "a grace period one second above preStop + shutdown delay + drain + 1m 5s": {
         "config": {"mrtr": {"held_ttl": "1m 5s"}}, "terminationGracePeriodSeconds": 91},
+    "a grace period one second above preStop 10s + shutdown delay 30s + drain + held_ttl": {
+        "preStopSleepSeconds": 10, "shutdownDelaySeconds": 30, "terminationGracePeriodSeconds": 111},
+    "a shutdownDelaySeconds of 0": {"shutdownDelaySeconds": 0},
+    "a shutdownDelaySeconds of 300 with a grace period of 371 s": {
+        "shutdownDelaySeconds": 300, "terminationGracePeriodSeconds": 371},
+    "a ports.peer equal to ports.mcp without fleet": {**NO_RING, "fleet": {"enabled": False},
+                                                      "ports": {"peer": 8080}},
     "a held_ttl in milliseconds (64999ms) with a grace period of 90 s": {
         "config": {"mrtr": {"held_ttl": "64999ms"}}},
     "fleet with config.mrtr.keys as its only key ring": {
@@ -546,22 +562,35 @@ for example in sorted(EXAMPLES.glob("*.yaml")):
             server.get("admin_listen") != f"0.0.0.0:{container_ports['admin']}":
         fail(f"{example}: listen/admin_listen do not match the container ports")
     drain = seconds(server.get("drain_timeout", "20s"))
+    shutdown_delay = seconds(server.get("shutdown_delay", "5s"))
     held_ttl = seconds(config.get("mrtr", {}).get("held_ttl", "50s"))
     pre_stop = container.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
     pre_stop = int(pre_stop[-1]) if pre_stop[:1] == ["/bin/sleep"] else 0
-    if grace <= pre_stop + drain + held_ttl:
+    if grace <= pre_stop + shutdown_delay + drain + held_ttl:
         fail(f"{example}: terminationGracePeriodSeconds {grace} is not above preStop {pre_stop}s + "
-             f"drain_timeout {drain:g}s + held_ttl {held_ttl:g}s")
+             f"shutdown_delay {shutdown_delay:g}s + drain_timeout {drain:g}s + held_ttl {held_ttl:g}s")
     env_vars = {e["name"]: e for e in container.get("env", [])}
     fleet = config.get("fleet")
     if fleet is not None:
-        if fleet.get("advertise") != f"${{POD_IP}}:{container_ports['mcp']}":
-            fail(f"{example}: [fleet] advertise {fleet.get('advertise')!r} is not ${{POD_IP}}:<mcp port>")
+        peer = container_ports.get("peer")
+        if peer is None:
+            fail(f"{example}: [fleet] without a container port named peer")
+        elif fleet.get("listen") != f"0.0.0.0:{peer}":
+            fail(f"{example}: [fleet] listen {fleet.get('listen')!r} is not 0.0.0.0:<peer port> ({peer})")
+        if fleet.get("advertise") != f"${{POD_IP}}:{peer}":
+            fail(f"{example}: [fleet] advertise {fleet.get('advertise')!r} is not ${{POD_IP}}:<peer port>")
+        if peer in (container_ports["mcp"], container_ports["admin"]):
+            fail(f"{example}: the peer port {peer} is also the MCP or admin port")
         if env_vars.get("POD_IP", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "status.podIP":
             fail(f"{example}: [fleet] without env POD_IP from status.podIP")
         if not config.get("mrtr", {}).get("keys_file") and not config.get("mrtr", {}).get("keys"):
             fail(f"{example}: [fleet] without a shared key ring (mrtr.keys_file or mrtr.keys)")
-        ok(f"{example}: [fleet] advertises ${{POD_IP}}:{container_ports['mcp']}, POD_IP from the downward API")
+        ok(f"{example}: [fleet] listens on 0.0.0.0:{peer} (container port peer) and advertises "
+           f"${{POD_IP}}:{peer}, POD_IP from the downward API")
+    elif "peer" in container_ports:
+        fail(f"{example}: a container port named peer without [fleet]")
+    if any(port["targetPort"] == "peer" for port in service_ports.values()):
+        fail(f"{example}: the Service exposes the peer port (peers use pod IPs)")
     for i, route in enumerate(config.get("route", [])):
         if route.get("auth", {}).get("mode", "none") == "none" and not server.get("allow_unauthenticated"):
             fail(f"{example}: route[{i}] has no auth and allow_unauthenticated is not set")

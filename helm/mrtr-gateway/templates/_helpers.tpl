@@ -158,11 +158,14 @@ rounded up. Fails on a unit the gateway does not know.
 {{- $mrtr := .Values.config.mrtr | default dict }}
 {{- $heldTtl := get $mrtr "held_ttl" | default "50s" }}
 {{- $grace := mul (int .Values.terminationGracePeriodSeconds) 1000 }}
-{{- $needed := add (mul (add (int .Values.preStopSleepSeconds) (int .Values.drainTimeoutSeconds)) 1000) (include "mrtr-gateway.durationMs" $heldTtl | atoi) }}
+{{- $needed := add (mul (add (int .Values.preStopSleepSeconds) (int .Values.shutdownDelaySeconds) (int .Values.drainTimeoutSeconds)) 1000) (include "mrtr-gateway.durationMs" $heldTtl | atoi) }}
 {{- if le $grace $needed }}
-{{- fail (printf "terminationGracePeriodSeconds (%d) must be greater than preStopSleepSeconds + drainTimeoutSeconds + config.mrtr.held_ttl (%d + %d + %s)" (int .Values.terminationGracePeriodSeconds) (int .Values.preStopSleepSeconds) (int .Values.drainTimeoutSeconds) (toString $heldTtl)) }}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must be greater than preStopSleepSeconds + shutdownDelaySeconds + drainTimeoutSeconds + config.mrtr.held_ttl (%d + %d + %d + %s)" (int .Values.terminationGracePeriodSeconds) (int .Values.preStopSleepSeconds) (int .Values.shutdownDelaySeconds) (int .Values.drainTimeoutSeconds) (toString $heldTtl)) }}
 {{- end }}
 {{- if .Values.fleet.enabled }}
+{{- if has (int .Values.ports.peer) (list (int .Values.ports.mcp) (int .Values.ports.admin)) }}
+{{- fail (printf "ports.peer (%d) must differ from ports.mcp and ports.admin: it is the fleet's own listener" (int .Values.ports.peer)) }}
+{{- end }}
 {{- if not (or (include "mrtr-gateway.keySecretName" .) (get $mrtr "keys")) }}
 {{- fail "fleet.enabled needs a key ring shared by the pods: keyRing.create, keyRing.existingSecret or config.mrtr.keys (or set fleet.enabled=false)" }}
 {{- end }}
@@ -203,7 +206,7 @@ exactly when a route declares auth mode none.
 */}}
 {{- define "mrtr-gateway.configToml" -}}
 {{- $config := .Values.config }}
-{{- $server := merge (dict "listen" (printf "0.0.0.0:%d" (int .Values.ports.mcp)) "admin_listen" (printf "0.0.0.0:%d" (int .Values.ports.admin)) "drain_timeout" (printf "%ds" (int .Values.drainTimeoutSeconds))) (deepCopy ($config.server | default dict)) }}
+{{- $server := merge (dict "listen" (printf "0.0.0.0:%d" (int .Values.ports.mcp)) "admin_listen" (printf "0.0.0.0:%d" (int .Values.ports.admin)) "drain_timeout" (printf "%ds" (int .Values.drainTimeoutSeconds)) "shutdown_delay" (printf "%ds" (int .Values.shutdownDelaySeconds))) (deepCopy ($config.server | default dict)) }}
 {{- if include "mrtr-gateway.unauthenticated" . }}
 {{- $_ := set $server "allow_unauthenticated" true }}
 {{- end }}
@@ -212,9 +215,9 @@ exactly when a route declares auth mode none.
 {{- $used = append $used .backend }}
 {{- end -}}
 # Rendered by the mrtr-gateway Helm chart from the release's values (config, ports,
-# drainTimeoutSeconds, keyRing, fleet).
+# shutdownDelaySeconds, drainTimeoutSeconds, keyRing, fleet).
 [server]
-{{- include "mrtr-gateway.tomlBody" (dict "table" $server "first" (list "listen" "admin_listen" "drain_timeout")) }}
+{{- include "mrtr-gateway.tomlBody" (dict "table" $server "first" (list "listen" "admin_listen" "drain_timeout" "shutdown_delay")) }}
 {{- range $route := $config.route }}
 
 [[route]]
@@ -243,7 +246,7 @@ exactly when a route declares auth mode none.
 {{- include "mrtr-gateway.tomlBody" (dict "table" $mrtr "first" (list "keys_file")) }}
 {{- end }}
 {{- if .Values.fleet.enabled }}
-{{- $fleet := dict "advertise" (printf "${POD_IP}:%d" (int .Values.ports.mcp)) }}
+{{- $fleet := dict "advertise" (printf "${POD_IP}:%d" (int .Values.ports.peer)) "listen" (printf "0.0.0.0:%d" (int .Values.ports.peer)) }}
 {{- with .Values.fleet.allowedPeers }}
 {{- $_ := set $fleet "allowed_peers" . }}
 {{- end }}
@@ -252,7 +255,7 @@ exactly when a route declares auth mode none.
 {{- end }}
 
 [fleet]
-{{- include "mrtr-gateway.tomlBody" (dict "table" $fleet "first" (list "advertise" "allowed_peers" "peer_timeout")) }}
+{{- include "mrtr-gateway.tomlBody" (dict "table" $fleet "first" (list "advertise" "listen" "allowed_peers" "peer_timeout")) }}
 {{- end }}
 {{- end }}
 

@@ -209,6 +209,20 @@ enum Door {
     Peer,
 }
 
+impl Door {
+    /// What watches this door's connections; none once the MCP listener's were let go.
+    fn graceful<'a>(
+        &self,
+        mcp: &'a Option<GracefulShutdown>,
+        peer: &'a GracefulShutdown,
+    ) -> Option<&'a GracefulShutdown> {
+        match self {
+            Door::Mcp => mcp.as_ref(),
+            Door::Peer => Some(peer),
+        }
+    }
+}
+
 type Accepted = std::io::Result<(tokio::net::TcpStream, SocketAddr)>;
 
 impl Listeners {
@@ -366,11 +380,7 @@ async fn serve(
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             (accepted, door) = listeners.accept() => {
-                let graceful = match door {
-                    Door::Mcp => mcp_graceful.as_ref(),
-                    Door::Peer => Some(&peer_graceful),
-                };
-                if let Some(graceful) = graceful {
+                if let Some(graceful) = door.graceful(&mcp_graceful, &peer_graceful) {
                     server.serve(&mut connections, accepted, graceful).await;
                 }
             }
@@ -388,11 +398,7 @@ async fn serve(
             () = &mut closing => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             (accepted, door) = listeners.accept() => {
-                let graceful = match door {
-                    Door::Mcp => mcp_graceful.as_ref(),
-                    Door::Peer => Some(&peer_graceful),
-                };
-                if let Some(graceful) = graceful {
+                if let Some(graceful) = door.graceful(&mcp_graceful, &peer_graceful) {
                     server.serve(&mut connections, accepted, graceful).await;
                 }
             }
@@ -400,10 +406,12 @@ async fn serve(
     }
     drop(listeners);
     let closing = async move {
-        peer_graceful.shutdown().await;
-        if let Some(graceful) = mcp_graceful {
-            graceful.shutdown().await;
-        }
+        let mcp = async move {
+            if let Some(graceful) = mcp_graceful {
+                graceful.shutdown().await;
+            }
+        };
+        tokio::join!(peer_graceful.shutdown(), mcp);
     };
     if tokio::time::timeout(CONNECTION_GRACE, closing)
         .await

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use mrtr_gateway::config::Config;
 use mrtr_gateway::telemetry::{self, LogFormat};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
@@ -47,22 +48,46 @@ enum Command {
     Keygen,
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = ctrl_c.await;
+/// SIGTERM and SIGINT, listened for from the start: one that arrives while the gateway is still
+/// starting stops it gracefully too, instead of killing it.
+struct StopSignals {
+    term: Option<Signal>,
+    interrupt: Option<Signal>,
+}
+
+impl StopSignals {
+    fn listen() -> Self {
+        Self {
+            term: signal(SignalKind::terminate()).ok(),
+            interrupt: signal(SignalKind::interrupt()).ok(),
+        }
+    }
+
+    /// The next stop signal.
+    async fn next(&mut self) {
+        async fn on(source: &mut Option<Signal>) {
+            match source {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        }
+        if self.term.is_none() && self.interrupt.is_none() {
+            let _ = tokio::signal::ctrl_c().await;
             return;
         }
-    };
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term.recv() => {}
+        tokio::select! {
+            () = on(&mut self.term) => {}
+            () = on(&mut self.interrupt) => {}
+        }
     }
 }
 
 async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr>) -> ExitCode {
+    let mut stop = StopSignals::listen();
+    // Likewise from the start: SIGHUP's default action would end the process.
+    let hangups = signal(SignalKind::hangup()).ok();
     let mut config = match config_path {
         Some(path) => match Config::read(&path) {
             Ok(c) => c,
@@ -110,9 +135,7 @@ async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr
     }
     let gateway = running.gateway().clone();
     let reloads = tokio::spawn(async move {
-        let Ok(mut hangups) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
+        let Some(mut hangups) = hangups else {
             return;
         };
         while hangups.recv().await.is_some() {
@@ -121,11 +144,11 @@ async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr
             }
         }
     });
-    shutdown_signal().await;
+    stop.next().await;
     reloads.abort();
     tracing::info!("shutting down");
     // A second signal cuts the lame-duck period short.
-    running.shutdown_or_sooner(shutdown_signal()).await;
+    running.shutdown_or_sooner(stop.next()).await;
     ExitCode::SUCCESS
 }
 

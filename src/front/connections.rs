@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
@@ -32,6 +32,9 @@ pub struct Connections {
 /// What one connection is doing.
 pub struct Activity {
     in_flight: AtomicUsize,
+    /// Requests begun on it so far, and what wakes those waiting for its first.
+    begun: AtomicU64,
+    first_begun: Notify,
     /// Since when nothing has been in flight (milliseconds after `Connections::epoch`).
     idle_since_ms: AtomicU64,
     closing: AtomicBool,
@@ -44,7 +47,19 @@ impl Activity {
     /// response body) is dropped.
     pub fn request_started(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
+        if self.begun.fetch_add(1, Ordering::AcqRel) == 0 {
+            self.first_begun.notify_waiters();
+        }
         InFlight(self.clone())
+    }
+
+    /// Resolves once a request has begun on this connection.
+    pub async fn first_request_begun(&self) {
+        let notified = self.first_begun.notified();
+        if self.begun.load(Ordering::Acquire) > 0 {
+            return;
+        }
+        notified.await;
     }
 
     /// Resolves when the connection is to close (evicted at the limit).
@@ -157,6 +172,8 @@ impl Connections {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let activity = Arc::new(Activity {
             in_flight: AtomicUsize::new(0),
+            begun: AtomicU64::new(0),
+            first_begun: Notify::new(),
             idle_since_ms: AtomicU64::new(self.epoch.elapsed().as_millis() as u64),
             closing: AtomicBool::new(false),
             close: CancellationToken::new(),

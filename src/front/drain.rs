@@ -1,6 +1,8 @@
-//! Draining as a layer: once the gateway is stopping, new calls and new 2025-11-25 sessions get
-//! 503 while retries of held calls (and requests on open sessions) are still served, so the
-//! rounds in flight can finish.
+//! Draining as a layer: once the drain has begun, new calls and new 2025-11-25 sessions get 503
+//! while retries of held calls (and requests on open sessions) are still served, so the rounds
+//! in flight can finish. A request marked [`AcceptedBeforeDrain`] is served whatever it is: its
+//! connection came through a listener that closed when the drain began, so the request was
+//! accepted before, and a balancer that sent it cannot send it elsewhere.
 
 use std::sync::Arc;
 
@@ -13,6 +15,11 @@ use crate::error::GatewayError;
 use crate::http_serve::{error_response, Body};
 use crate::legacy::serve::LegacyRequest;
 
+/// Marks a request of a connection whose listener closes when the drain begins (set by the
+/// accept loop).
+#[derive(Clone, Copy)]
+pub(crate) struct AcceptedBeforeDrain;
+
 /// Cancelled when the drain starts. Behind an `Arc`: the stack is cloned per request, and a
 /// token's clone takes a lock.
 #[derive(Clone)]
@@ -22,7 +29,7 @@ impl ValidateRequest<Inbound> for Drain {
     type ResponseBody = Body;
 
     fn validate(&mut self, request: &mut Request<Inbound>) -> Result<(), Response<Body>> {
-        if !self.0.is_cancelled() {
+        if !self.0.is_cancelled() || request.extensions().get::<AcceptedBeforeDrain>().is_some() {
             return Ok(());
         }
         let id = match request.body() {

@@ -29,11 +29,12 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::connections::Tracked;
+use super::drain::AcceptedBeforeDrain;
 use super::{admin, Gateway};
 use crate::auth::AuthError;
 use crate::config::{Config, ConfigError};
@@ -210,12 +211,12 @@ enum Door {
 }
 
 impl Door {
-    /// What watches this door's connections; none once the MCP listener's were let go.
-    fn graceful<'a>(
+    /// The token that lets this door's connections go; none once the MCP listener's were.
+    fn closing<'a>(
         &self,
-        mcp: &'a Option<GracefulShutdown>,
-        peer: &'a GracefulShutdown,
-    ) -> Option<&'a GracefulShutdown> {
+        mcp: &'a Option<CancellationToken>,
+        peer: &'a CancellationToken,
+    ) -> Option<&'a CancellationToken> {
         match self {
             Door::Mcp => mcp.as_ref(),
             Door::Peer => Some(peer),
@@ -252,12 +253,16 @@ struct ConnectionServer {
 
 impl ConnectionServer {
     /// Admits a new connection (or closes it at the limit) and serves it in a task of
-    /// `connections`, watched by `graceful`.
+    /// `connections`, until `closing` lets it go: then the request it carries finishes (its
+    /// first one, if it has not begun it yet), answered with `Connection: close`, and an idle
+    /// connection closes at once. With `before_drain`, its listener closes when the drain
+    /// begins, so whatever the connection carries was accepted before and is served.
     async fn serve(
         &self,
         connections: &mut tokio::task::JoinSet<()>,
         accepted: Accepted,
-        graceful: &GracefulShutdown,
+        closing: &CancellationToken,
+        before_drain: bool,
     ) {
         let stream = match accepted {
             Ok((stream, _peer)) => stream,
@@ -279,7 +284,10 @@ impl ConnectionServer {
         let _ = stream.set_nodelay(true);
         let activity = admitted.activity.clone();
         let gateway = self.gateway.clone();
-        let service = hyper::service::service_fn(move |request| {
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+            if before_drain {
+                request.extensions_mut().insert(AcceptedBeforeDrain);
+            }
             let gateway = gateway.clone();
             let in_flight = activity.request_started();
             async move {
@@ -288,7 +296,7 @@ impl ConnectionServer {
             }
         });
         let builder = self.builder.clone();
-        let watcher = graceful.watcher();
+        let closing = closing.clone();
         let first_byte_timeout = self.first_byte_timeout;
         connections.spawn(async move {
             let activity = admitted.activity.clone();
@@ -308,15 +316,26 @@ impl ConnectionServer {
             let connection = builder
                 .serve_connection(TokioIo::new(stream), service)
                 .into_owned();
-            // Watched from here on: a graceful shutdown lets the request it carries finish,
-            // answered with `Connection: close`, and closes it idle.
-            tokio::select! {
-                served = watcher.watch(connection) => {
-                    if let Err(e) = served {
-                        tracing::debug!(error = %e, "connection ended with an error");
+            tokio::pin!(connection);
+            // Let go only once its first request has begun: before that, hyper would drop what
+            // the client already sent.
+            let let_go = async {
+                closing.cancelled().await;
+                activity.first_request_begun().await;
+            };
+            let served = tokio::select! {
+                served = connection.as_mut() => Some(served),
+                () = activity.closed() => None,
+                () = let_go => {
+                    connection.as_mut().graceful_shutdown();
+                    tokio::select! {
+                        served = connection.as_mut() => Some(served),
+                        () = activity.closed() => None,
                     }
                 }
-                () = activity.closed() => {}
+            };
+            if let Some(Err(e)) = served {
+                tracing::debug!(error = %e, "connection ended with an error");
             }
             drop(admitted);
         });
@@ -341,8 +360,8 @@ async fn serve(
     };
     // The MCP listener's connections, and the peer listener's: the first are let go when the
     // drain starts, the others only at the end.
-    let mut mcp_graceful = Some(GracefulShutdown::new());
-    let peer_graceful = GracefulShutdown::new();
+    let mut mcp_closing = Some(CancellationToken::new());
+    let peer_closing = CancellationToken::new();
     // A JoinSet, not a tracker: connections still open after the grace are aborted.
     let mut connections = tokio::task::JoinSet::new();
     let mut drain_deadline: Option<tokio::time::Instant> = None;
@@ -358,13 +377,13 @@ async fn serve(
                     // by itself. Those the kernel has already completed are taken first: closing
                     // the socket would reset them, requests and all. Each open connection then
                     // finishes what it carries, and closes.
-                    if let (Some(listener), Some(graceful)) = (listeners.mcp.take(), &mcp_graceful) {
+                    if let (Some(listener), Some(closing)) = (listeners.mcp.take(), &mcp_closing) {
                         while let Some(accepted) = listener.accept().now_or_never() {
-                            server.serve(&mut connections, accepted, graceful).await;
+                            server.serve(&mut connections, accepted, closing, true).await;
                         }
                     }
-                    if let Some(graceful) = mcp_graceful.take() {
-                        connections.spawn(graceful.shutdown());
+                    if let Some(closing) = mcp_closing.take() {
+                        closing.cancel();
                     }
                 }
             }
@@ -380,8 +399,9 @@ async fn serve(
             }
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             (accepted, door) = listeners.accept() => {
-                if let Some(graceful) = door.graceful(&mcp_graceful, &peer_graceful) {
-                    server.serve(&mut connections, accepted, graceful).await;
+                if let Some(closing) = door.closing(&mcp_closing, &peer_closing) {
+                    let before_drain = matches!(door, Door::Mcp) && listeners.mcp_closes_at_drain;
+                    server.serve(&mut connections, accepted, closing, before_drain).await;
                 }
             }
         }
@@ -398,22 +418,20 @@ async fn serve(
             () = &mut closing => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             (accepted, door) = listeners.accept() => {
-                if let Some(graceful) = door.graceful(&mcp_graceful, &peer_graceful) {
-                    server.serve(&mut connections, accepted, graceful).await;
+                if let Some(closing) = door.closing(&mcp_closing, &peer_closing) {
+                    let before_drain = matches!(door, Door::Mcp) && listeners.mcp_closes_at_drain;
+                    server.serve(&mut connections, accepted, closing, before_drain).await;
                 }
             }
         }
     }
     drop(listeners);
-    let closing = async move {
-        let mcp = async move {
-            if let Some(graceful) = mcp_graceful {
-                graceful.shutdown().await;
-            }
-        };
-        tokio::join!(peer_graceful.shutdown(), mcp);
-    };
-    if tokio::time::timeout(CONNECTION_GRACE, closing)
+    peer_closing.cancel();
+    if let Some(closing) = mcp_closing {
+        closing.cancel();
+    }
+    let finished = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(CONNECTION_GRACE, finished)
         .await
         .is_err()
     {

@@ -38,6 +38,17 @@ async fn refused(address: &str) -> bool {
     }
 }
 
+/// A 2026-07-28 `tools/call` of `echo`, as HTTP/1.1 bytes for a raw connection to `addr`.
+fn echo_over_http1(addr: &str, text: &str) -> String {
+    let body = tool_call(1, "echo", json!({ "text": text }), &no_caps()).to_string();
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: echo\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 async fn post_with(client: &reqwest::Client, url: &str, body: &Value) -> reqwest::Response {
     client
         .post(url)
@@ -115,15 +126,9 @@ async fn the_drain_closes_the_listener_and_lets_each_connection_finish_what_it_c
     .await;
     // A keep-alive connection that served one request and waits, idle.
     let mut idle = TcpStream::connect(h.addr()).await.unwrap();
-    let body = tool_call(1, "echo", json!({"text": "once"}), &no_caps()).to_string();
-    let head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-         Mcp-Method: tools/call\r\nMcp-Name: echo\r\nContent-Length: {}\r\n\r\n{body}",
-        h.addr(),
-        body.len()
-    );
-    idle.write_all(head.as_bytes()).await.unwrap();
+    idle.write_all(echo_over_http1(h.addr(), "once").as_bytes())
+        .await
+        .unwrap();
     let mut answered = vec![0u8; 16 * 1024];
     let n = tokio::time::timeout(Duration::from_secs(5), idle.read(&mut answered))
         .await
@@ -173,6 +178,43 @@ async fn the_drain_closes_the_listener_and_lets_each_connection_finish_what_it_c
     tokio::time::timeout(Duration::from_secs(10), stopping)
         .await
         .expect("the gateway stops once the call is answered")
+        .unwrap();
+    h.stop().await;
+}
+
+/// A connection accepted before the listener closed whose request comes only after the drain
+/// began: the request was accepted, and a balancer that sent it cannot send it elsewhere, so
+/// even a new call is served (then the connection closes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_on_a_connection_accepted_before_the_drain_is_served() {
+    let mut h = Harness::start_with(Backend::Stdio, |c| {
+        c.server.drain_timeout = Duration::from_secs(2);
+    })
+    .await;
+    // A held call keeps the drain going until drain_timeout.
+    let _held = ask_name_round(&h.url).await;
+    let mut early = TcpStream::connect(h.addr()).await.unwrap();
+    let gateway = h.gateway.take().unwrap();
+    let stopping = tokio::spawn(gateway.shutdown());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(refused(h.addr()).await, "the listener is closed");
+
+    early
+        .write_all(echo_over_http1(h.addr(), "accepted in time").as_bytes())
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), early.read_to_end(&mut answer))
+        .await
+        .expect("answered, then the connection closes")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_lowercase();
+    assert!(answer.starts_with("http/1.1 200"), "{answer}");
+    assert!(answer.contains("connection: close"), "{answer}");
+    assert!(answer.contains("accepted in time"), "{answer}");
+    tokio::time::timeout(Duration::from_secs(10), stopping)
+        .await
+        .expect("the gateway stops")
         .unwrap();
     h.stop().await;
 }

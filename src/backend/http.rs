@@ -41,7 +41,7 @@ const MAX_STREAM_FAILURES: u32 = 5;
 const DEFAULT_RETRY: Duration = Duration::from_millis(1000);
 /// Bound on a POST that carries no request (notification or answer) and on DELETE.
 const SHORT_POST_TIMEOUT: Duration = Duration::from_secs(10);
-/// How many times a notification or an answer is POSTed when no response comes back at all.
+/// How many connections a notification or an answer is tried on when none can be made.
 const ONE_WAY_ATTEMPTS: u32 = 3;
 /// Bound on a server-suggested `retry:` delay.
 const MAX_RETRY: Duration = Duration::from_secs(30);
@@ -342,12 +342,11 @@ async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes, String> {
         .map_err(|e| e.to_string())
 }
 
-/// Notifications and answers to server requests: expect 202, nothing to read. A POST that got
-/// no response at all (the connection closed under it, as when the server shuts an idle
-/// keep-alive connection just as it is reused) is sent again on another connection: the backend
-/// ignores a second copy of an answer or a notification, whereas a lost answer leaves its
-/// question waiting. An answer that still cannot be delivered is reported, so the call waiting
-/// on it ends now instead of at the backend's own timeout.
+/// Notifications and answers to server requests: expect 202, nothing to read. A POST whose
+/// connection could not even be made is sent again on another one: nothing reached the backend.
+/// Once it may have been read, it is never sent twice (an answer reaches the backend once): an
+/// answer that cannot be delivered is reported, so the call waiting on it ends now instead of
+/// at the backend's own timeout.
 async fn post_one_way(shared: &Shared, message: Encoded) {
     let mut attempt = 1;
     let failure = loop {
@@ -368,8 +367,8 @@ async fn post_one_way(shared: &Shared, message: Encoded) {
                 }
                 break format!("backend answered HTTP {status}");
             }
-            Ok(Err(e)) if attempt < ONE_WAY_ATTEMPTS => {
-                tracing::debug!(backend = %shared.backend, error = %e, attempt, "POST got no response; sending it again");
+            Ok(Err(e)) if e.is_connect() && attempt < ONE_WAY_ATTEMPTS => {
+                tracing::debug!(backend = %shared.backend, error = %e, attempt, "no connection for the POST; trying again");
                 attempt += 1;
             }
             Ok(Err(e)) => break format!("POST failed {attempt} times: {e}"),

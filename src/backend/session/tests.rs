@@ -148,37 +148,16 @@ async fn call_with_a_question(peer: &mut TestPeer, session: &Session) -> (Active
 }
 
 #[tokio::test]
-async fn an_answer_whose_post_got_no_response_is_posted_again() {
-    let mut peer = TestPeer::start().await;
-    let session = connect(&peer, "", json!({ "elicitation": {} })).await;
-    let (mut call, backend) = call_with_a_question(&mut peer, &session).await;
-
-    // The server closes the connection the answer went out on, as when it shuts an idle
-    // keep-alive connection at the instant the gateway reuses it.
-    peer.lose_one_way(1);
-    call.respond(
-        json!("q1"),
-        Ok(json!({ "action": "accept", "content": {} })),
-    )
-    .unwrap();
-    let answer = peer.answer_to("q1").await.unwrap();
-    assert_eq!(answer["result"]["action"], "accept");
-
-    backend.answer(json!({ "content": [] }));
-    assert_eq!(
-        final_result(next(&mut call).await),
-        json!({ "content": [] })
-    );
-}
-
-#[tokio::test]
 async fn an_answer_that_cannot_be_delivered_ends_its_call_at_once_and_withdraws_it() {
     let mut peer = TestPeer::start().await;
     let session = connect(&peer, "", json!({ "elicitation": {} })).await;
     let (mut call, backend) = call_with_a_question(&mut peer, &session).await;
     let call_id = json!(call.backend_id());
 
-    peer.lose_one_way(usize::MAX);
+    // The server closes the connection the answer went out on, as when it shuts an idle
+    // keep-alive connection at the instant the gateway reuses it: it may have read the answer,
+    // so the answer is not sent again.
+    peer.lose_one_way(1);
     call.respond(
         json!("q1"),
         Ok(json!({ "action": "accept", "content": {} })),
@@ -192,9 +171,14 @@ async fn an_answer_that_cannot_be_delivered_ends_its_call_at_once_and_withdraws_
         ),
         other => panic!("expected the call to fail, got {other:?}"),
     }
-    peer.lose_one_way(0);
     let cancelled = peer
-        .posted(|m| m["method"] == "notifications/cancelled")
+        .posted(|m| {
+            assert!(
+                !(m["id"] == "q1" && m.get("method").is_none()),
+                "the answer was sent twice"
+            );
+            m["method"] == "notifications/cancelled"
+        })
         .await
         .expect("the call is withdrawn on the backend");
     assert_eq!(cancelled["params"]["requestId"], call_id);

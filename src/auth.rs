@@ -58,7 +58,7 @@ impl Authenticator {
     pub(crate) fn new(config: &AuthConfig, client: Option<HttpClient>) -> Result<Self, AuthError> {
         match config {
             AuthConfig::None => Ok(Self::None),
-            AuthConfig::Bearer { tokens } => {
+            AuthConfig::Bearer { tokens, .. } => {
                 let mut by_digest = HashMap::new();
                 for token in tokens {
                     let digest = match (&token.sha256, &token.token) {

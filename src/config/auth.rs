@@ -22,7 +22,12 @@ pub enum AuthConfig {
     #[default]
     None,
     /// Static bearer tokens.
-    Bearer { tokens: Vec<BearerToken> },
+    Bearer {
+        tokens: Vec<BearerToken>,
+        /// Scopes every request to the route needs (else 403 `insufficient_scope`).
+        #[serde(default)]
+        scopes: Vec<String>,
+    },
     /// JWT bearer tokens.
     Jwt(JwtConfig),
 }
@@ -37,6 +42,13 @@ pub struct BearerToken {
     /// The token itself, typically `"${ENV_VAR}"`; hashed when loaded.
     #[serde(default)]
     pub token: Option<String>,
+    /// The scopes this token carries.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Claims policy rules and identity expressions see as `claims` (`sub` is the principal
+    /// unless given).
+    #[serde(default)]
+    pub claims: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -56,4 +68,18 @@ pub struct JwtConfig {
     /// How often a JWKS URL is fetched again.
     #[serde(default = "super::defaults::jwks_refresh", with = "humantime_serde")]
     pub jwks_refresh: Duration,
+    /// Scopes every request to the route needs (else 403 `insufficient_scope`).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+impl AuthConfig {
+    /// The scopes every request needs.
+    pub fn required_scopes(&self) -> &[String] {
+        match self {
+            Self::None => &[],
+            Self::Bearer { scopes, .. } => scopes,
+            Self::Jwt(jwt) => &jwt.scopes,
+        }
+    }
 }

@@ -181,6 +181,15 @@ pub(super) fn eras() -> Vec<Era> {
     vec![Era::Modern, Era::Legacy]
 }
 
+pub(super) fn token_exchange_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+/// Audit records waiting for the writer before new ones are dropped.
+pub(super) fn audit_queue() -> usize {
+    4096
+}
+
 // [legacy]
 
 pub(super) fn legacy_max_sessions() -> usize {

@@ -9,6 +9,7 @@ impl Config {
     /// - `route[i].auth.tokens[t].token` and `.sha256` (bearer tokens);
     /// - `backend.NAME.headers.*` (values, not names);
     /// - `backend.NAME.env.*` (values);
+    /// - `backend.NAME.token_exchange.client_secret`;
     /// - `mrtr.keys[i]` (not the lines of `keys_file`);
     /// - `mrtr.instance_id` and `fleet.advertise` (per replica, e.g. `${POD_NAME}` and
     ///   `${POD_IP}:8080`).
@@ -16,7 +17,7 @@ impl Config {
     /// An unset variable or an unterminated `${` is an error naming the key.
     pub(super) fn expand_env_vars(&mut self) -> Result<(), ConfigError> {
         for (i, route) in self.routes.iter_mut().enumerate() {
-            if let super::AuthConfig::Bearer { tokens } = &mut route.auth {
+            if let super::AuthConfig::Bearer { tokens, .. } = &mut route.auth {
                 for (t, token) in tokens.iter_mut().enumerate() {
                     let tkey = format!("route[{i}].auth.tokens[{t}]");
                     for secret in [token.token.as_mut(), token.sha256.as_mut()]
@@ -34,6 +35,12 @@ impl Config {
             }
             for (k, v) in backend.env.iter_mut() {
                 *v = expand_env(&format!("backend.{name}.env.{k}"), v)?;
+            }
+            if let Some(exchange) = backend.token_exchange.as_mut() {
+                exchange.client_secret = expand_env(
+                    &format!("backend.{name}.token_exchange.client_secret"),
+                    &exchange.client_secret,
+                )?;
             }
         }
         for (i, k) in self.mrtr.keys.iter_mut().enumerate() {
@@ -132,7 +139,7 @@ mod tests {
             "#,
         );
         c.expand_env_vars().unwrap();
-        let crate::config::AuthConfig::Bearer { tokens } = &c.routes[0].auth else {
+        let crate::config::AuthConfig::Bearer { tokens, .. } = &c.routes[0].auth else {
             panic!("bearer auth");
         };
         assert_eq!(

@@ -66,6 +66,9 @@ pub struct Config {
     /// 2025-11-25 clients served as sessions at the same endpoints.
     #[serde(default)]
     pub legacy: LegacyConfig,
+    /// The audit log; none by default.
+    #[serde(default)]
+    pub audit: Option<AuditConfig>,
 }
 
 /// `[legacy]`: limits and lifetime of the sessions 2025-11-25 clients open.
@@ -302,6 +305,76 @@ pub struct RouteConfig {
     /// The protocol eras this endpoint serves; drop `"2025-11-25"` to close the legacy door.
     #[serde(default = "defaults::eras")]
     pub eras: Vec<Era>,
+    /// Who may use which tools, prompts and resources; the first rule that matches an item
+    /// decides, and an item no rule matches is hidden. None: everything is allowed.
+    #[serde(default)]
+    pub policy: Vec<PolicyRule>,
+}
+
+/// One `[[route.policy]]` rule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRule {
+    /// Globs on tool names (`*` any run of characters, `?` one).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Globs on prompt names.
+    #[serde(default)]
+    pub prompts: Vec<String>,
+    /// Globs on resource URIs (and resource templates' `uriTemplate`).
+    #[serde(default)]
+    pub resources: Vec<String>,
+    /// A CEL condition over `principal`, `claims`, `scopes`, `method` and `name`; absent: true.
+    #[serde(default)]
+    pub when: Option<String>,
+    /// Step-up: scopes the token must also carry to use what this rule allows.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    #[serde(default)]
+    pub effect: Effect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    #[default]
+    Allow,
+    Deny,
+}
+
+/// `token_exchange` of an HTTP backend: the caller's token exchanged (RFC 8693) for one the
+/// backend accepts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenExchangeConfig {
+    /// The authorization server's token endpoint.
+    pub endpoint: String,
+    pub client_id: String,
+    /// Typically `"${SECRET}"`.
+    pub client_secret: String,
+    #[serde(default)]
+    pub audience: Option<String>,
+    #[serde(default)]
+    pub resource: Option<String>,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Longest wait for the token endpoint.
+    #[serde(default = "defaults::token_exchange_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+/// `[audit]`: one JSON line per call and per refusal.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// A file appended to, or `"-"` for standard output.
+    pub file: String,
+    /// Whether records carry the call's arguments.
+    #[serde(default)]
+    pub arguments: bool,
+    /// Records waiting to be written; past it new ones are dropped and counted.
+    #[serde(default = "defaults::audit_queue")]
+    pub queue: usize,
 }
 
 impl RouteConfig {
@@ -342,6 +415,17 @@ pub struct BackendConfig {
     /// http: extra request headers (e.g. the gateway's own credentials for this backend).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// http: headers whose values are CEL expressions over the caller (`principal`, `claims`,
+    /// `scopes`), sent on every message of the caller's sessions.
+    #[serde(default)]
+    pub identity_headers: BTreeMap<String, String>,
+    /// stdio: environment variables whose values are CEL expressions over the caller, set when
+    /// a session for that caller starts.
+    #[serde(default)]
+    pub identity_env: BTreeMap<String, String>,
+    /// http: the caller's token exchanged for one this backend accepts (RFC 8693).
+    #[serde(default)]
+    pub token_exchange: Option<TokenExchangeConfig>,
     #[serde(default)]
     pub pool: PoolConfig,
     /// Server requests that arrive outside any call.
@@ -458,6 +542,9 @@ impl Config {
                 cwd: None,
                 url: None,
                 headers: BTreeMap::new(),
+                identity_headers: BTreeMap::new(),
+                identity_env: BTreeMap::new(),
+                token_exchange: None,
                 pool: PoolConfig::default(),
                 unsolicited: UnsolicitedPolicy::default(),
                 static_roots: Vec::new(),
@@ -483,11 +570,13 @@ impl Config {
                 resource: None,
                 authorization_servers: Vec::new(),
                 eras: defaults::eras(),
+                policy: Vec::new(),
             }],
             backends,
             mrtr: MrtrConfig::default(),
             fleet: None,
             legacy: LegacyConfig::default(),
+            audit: None,
         }
     }
 

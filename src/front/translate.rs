@@ -157,6 +157,7 @@ mod tests {
             resource: None,
             authorization_servers: Vec::new(),
             eras: vec![crate::config::Era::Modern, crate::config::Era::Legacy],
+            policy: Vec::new(),
         }
     }
 

@@ -20,13 +20,18 @@ fn bearer_route(config: &mut Config) {
                 principal: "alice".into(),
                 sha256: Some(mrtr_gateway::token_digest("alice-secret")),
                 token: None,
+                scopes: Vec::new(),
+                claims: Default::default(),
             },
             BearerToken {
                 principal: "bob".into(),
                 sha256: None,
                 token: Some("bob-secret".into()),
+                scopes: Vec::new(),
+                claims: Default::default(),
             },
         ],
+        scopes: Vec::new(),
     };
     route.authorization_servers = vec!["https://auth.example".into()];
 }
@@ -245,6 +250,7 @@ async fn jwt_tokens_are_checked_against_a_fetched_jwks() {
             // The default leeway.
             leeway: Duration::from_secs(30),
             jwks_refresh: Duration::from_millis(200),
+            scopes: Vec::new(),
         });
     })
     .await;

@@ -221,8 +221,11 @@ async fn a_session_belongs_to_its_principal_and_each_has_a_bounded_share() {
                     principal: name.into(),
                     sha256: None,
                     token: Some(format!("{name}-token")),
+                    scopes: Vec::new(),
+                    claims: Default::default(),
                 })
                 .to_vec(),
+            scopes: Vec::new(),
         };
         c.legacy.max_sessions_per_principal = 1;
     })

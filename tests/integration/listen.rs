@@ -179,8 +179,11 @@ async fn principals_hear_only_their_own_changes(kind: Backend) {
                     principal: name.into(),
                     sha256: None,
                     token: Some(format!("{name}-secret")),
+                    scopes: Vec::new(),
+                    claims: Default::default(),
                 })
                 .collect(),
+            scopes: Vec::new(),
         };
     })
     .await;

@@ -58,7 +58,7 @@ pub(crate) fn check_routes(config: &Config) -> Result<(), ConfigError> {
 pub(crate) fn check_auth(routes: &[RouteConfig]) -> Result<(), ConfigError> {
     for (i, route) in routes.iter().enumerate() {
         match &route.auth {
-            AuthConfig::Bearer { tokens } => check_bearer(i, tokens)?,
+            AuthConfig::Bearer { tokens, .. } => check_bearer(i, tokens)?,
             AuthConfig::Jwt(jwt) => check_jwt(i, jwt)?,
             AuthConfig::None => {}
         }

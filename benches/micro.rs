@@ -1,6 +1,6 @@
 //! Micro benchmarks of the per-request work on the gateway's hot path: sealing and opening a
 //! `requestState`, the params digest it binds, the held-call table, validation of a typical
-//! `tools/call` POST and the stamping of its result.
+//! `tools/call` POST and the stamping of its result, and the route policy's decision on a call.
 //!
 //! `cargo bench --features internal-benches --bench micro`; `-- --quick` for a short run.
 
@@ -10,7 +10,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use http::{HeaderMap, HeaderValue};
 use mrtr_gateway::config::RouteConfig;
 use mrtr_gateway::internals::{
-    now_ms, params_digest, parse, random_id, raw_json, stamp_result, HeldTable, Method,
+    now_ms, params_digest, parse, random_id, raw_json, stamp_result, Decision, Facts, HeldTable,
+    ItemKind, Method, RoutePolicy,
 };
 use mrtr_gateway::state::{principal_digest, KeyRing, StatePayload};
 use serde_json::{json, Map, Value};
@@ -149,5 +150,60 @@ fn front(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, request_state, held_table, front);
+/// A JWT's claims as an identity provider issues them: ten, one of them the caller's groups.
+fn typical_claims() -> Map<String, Value> {
+    match json!({
+        "iss": "https://id.example.com/",
+        "sub": "alice@example.com",
+        "aud": "https://gw.example.com/mcp",
+        "exp": 1_900_000_000,
+        "iat": 1_899_996_400,
+        "azp": "agent-cli",
+        "email": "alice@example.com",
+        "name": "Alice Example",
+        "tenant": "acme",
+        "groups": ["staff", "group7", "oncall", "reviewers"]
+    }) {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+fn policy(c: &mut Criterion) {
+    // Ten rules on every tool, each with a condition on the groups: only the tenth holds.
+    let rules: String = (0..10)
+        .map(|i| {
+            let group = if i == 9 { 7 } else { 100 + i };
+            format!("[[policy]]\ntools = [\"*\"]\nwhen = '\"group{group}\" in claims.groups'\n")
+        })
+        .collect();
+    let Ok(Some(policy)) = RoutePolicy::from_toml(&rules) else {
+        panic!("the benchmarked rules compile");
+    };
+    let claims = typical_claims();
+    let scopes = vec!["openid".to_string(), "tools:call".to_string()];
+    let facts = Facts::new("alice@example.com", &claims, &scopes);
+    assert_eq!(
+        policy.decide(&facts, "tools/call", ItemKind::Tool, "search_tickets"),
+        Decision::Allow,
+        "the tenth rule decides"
+    );
+    let mut group = c.benchmark_group("policy");
+    group.bench_function("decide one call against 10 rules", |b| {
+        b.iter(|| {
+            policy.decide(
+                black_box(&facts),
+                "tools/call",
+                ItemKind::Tool,
+                black_box("search_tickets"),
+            )
+        })
+    });
+    group.bench_function("facts per request", |b| {
+        b.iter(|| Facts::new("alice@example.com", black_box(&claims), black_box(&scopes)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, request_state, held_table, front, policy);
 criterion_main!(benches);

@@ -6,12 +6,13 @@
 //! (2025-11-25 client over stdio or Streamable HTTP). A 2025-11-25 client at the same endpoint
 //! takes `legacy` instead of `mrtr`: its session proxied to a backend session of its own. Below
 //! them: `fleet` (forwarding to the replica that holds a call or session), used by both eras;
-//! `auth`; [`config`] (the file format); and the leaves any layer may use: `error` (the one
-//! mapping of failures onto JSON-RPC codes and HTTP statuses), `protocol` (the vocabulary of both
-//! revisions), `jsonrpc` (message shapes), `http_serve` (bodies, responses and SSE as both eras
-//! serve them), `http_client`, `digest`, `sync`, `metrics` and [`telemetry`]. Imports run down
-//! only: front > legacy > mrtr, fleet > backend, auth > config > leaves. [`demo`] is the built-in demo
-//! legacy server.
+//! `auth`; `access` (who may use which tools, prompts and resources); [`config`] (the file
+//! format); and the leaves any layer may use: `error` (the one mapping of failures onto JSON-RPC
+//! codes and HTTP statuses), `protocol` (the vocabulary of both revisions), `jsonrpc` (message
+//! shapes), `http_serve` (bodies, responses and SSE as both eras serve them), `expr` (CEL
+//! expressions over the caller), `http_client`, `digest`, `sync`, `metrics` and [`telemetry`].
+//! Imports run down only: front > legacy > mrtr, fleet > backend, auth, access > config >
+//! leaves. [`demo`] is the built-in demo legacy server.
 //!
 //! The public surface is what the binary and the integration tests use; what the fuzz targets
 //! and benchmarks reach inside is in `internals` (doc-hidden, not an API).
@@ -25,10 +26,12 @@ pub mod config;
 pub mod demo;
 pub mod telemetry;
 
+pub(crate) mod access;
 pub(crate) mod auth;
 pub(crate) mod backend;
 pub(crate) mod digest;
 pub(crate) mod error;
+pub(crate) mod expr;
 pub(crate) mod fleet;
 pub(crate) mod front;
 pub(crate) mod http_client;
@@ -55,6 +58,8 @@ pub mod state {
 /// compiled always, so that what it names counts as reachable and nothing else does.
 #[doc(hidden)]
 pub mod internals {
+    pub use crate::access::{Decision, ItemKind, RoutePolicy};
+    pub use crate::expr::{Expr, ExprError, Facts};
     pub use crate::front::request::parse;
     pub use crate::front::translate::stamp_result;
     pub use crate::http_serve::body::check_media_types;

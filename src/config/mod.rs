@@ -588,6 +588,7 @@ impl Config {
         check::check_routes(self)?;
         check::check_legacy(&self.legacy)?;
         check::check_auth(&self.routes)?;
+        check::check_policy(&self.routes)?;
         check::check_backends(&self.backends)?;
         check::check_mrtr(&self.mrtr)?;
         check::check_fleet(self)

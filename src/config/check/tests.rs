@@ -23,6 +23,7 @@ fn the_base_passes_every_check() {
     check_server(&c.server).unwrap();
     check_routes(&c).unwrap();
     check_auth(&c.routes).unwrap();
+    check_policy(&c.routes).unwrap();
     check_backends(&c.backends).unwrap();
     check_mrtr(&c.mrtr).unwrap();
 }
@@ -80,6 +81,90 @@ fn auth_check_names_the_key() {
     assert_eq!(
         message(check_auth(&c.routes)),
         "route[0].auth.jwks_url: must be an https:// URL (http:// only on loopback)"
+    );
+}
+
+/// The base with `rules` (`[[route.policy]]` tables) on its route, and bearer auth unless
+/// `anonymous`.
+fn with_policy(rules: &str, anonymous: bool) -> Config {
+    let auth = if anonymous {
+        ""
+    } else {
+        "auth = { mode = \"bearer\", tokens = [{ principal = \"p\", token = \"t\" }] }\n"
+    };
+    parse(&BASE.replace(
+        "backend = \"b\"",
+        &format!("backend = \"b\"\n{auth}{rules}"),
+    ))
+}
+
+#[test]
+fn policy_check_passes_good_rules() {
+    let c = with_policy(
+        "[[route.policy]]\ntools = [\"list_*\"]\nwhen = '\"readers\" in claims.groups'\n\
+         [[route.policy]]\nresources = [\"file:///*\"]\nscopes = [\"files:read\"]\n\
+         [[route.policy]]\nprompts = [\"*\"]\neffect = \"deny\"",
+        false,
+    );
+    check_policy(&c.routes).unwrap();
+    let anonymous = with_policy("[[route.policy]]\ntools = [\"echo\"]", true);
+    check_policy(&anonymous.routes).unwrap();
+}
+
+#[test]
+fn policy_check_names_the_key() {
+    let cases = [
+        (
+            "[[route.policy]]\nwhen = 'true'",
+            "route[0].policy[0]: needs at least one of tools, prompts and resources",
+        ),
+        (
+            "[[route.policy]]\ntools = [\"*\"]\n[[route.policy]]\nprompts = [\"a\", \"\"]",
+            "route[0].policy[1].prompts[1]: an empty glob matches nothing",
+        ),
+        (
+            "[[route.policy]]\nresources = [\"\"]",
+            "route[0].policy[0].resources[0]: an empty glob matches nothing",
+        ),
+        (
+            "[[route.policy]]\ntools = [\"*\"]\nwhen = 'user.admin'",
+            "route[0].policy[0].when: unknown variable user (known: principal, claims, scopes, method, name)",
+        ),
+        (
+            "[[route.policy]]\ntools = [\"*\"]\neffect = \"deny\"\nscopes = [\"a\"]",
+            "route[0].policy[0].scopes: means nothing on a rule with effect = \"deny\"",
+        ),
+        (
+            "[[route.policy]]\ntools = [\"*\"]\nscopes = [\"a\", \"b c\"]",
+            "route[0].policy[0].scopes[1]: must be a non-empty scope without spaces, '\"' or '\\'",
+        ),
+        (
+            "[[route.policy]]\ntools = [\"*\"]\nscopes = [\"\"]",
+            "route[0].policy[0].scopes[0]: must be a non-empty scope without spaces, '\"' or '\\'",
+        ),
+        (
+            "[[route.policy]]\ntools = [\"*\"]\nscopes = ['a\"b']",
+            "route[0].policy[0].scopes[0]: must be a non-empty scope without spaces, '\"' or '\\'",
+        ),
+        (
+            "[[route.policy]]\ntools = [\"*\"]\nscopes = ['a\\b']",
+            "route[0].policy[0].scopes[0]: must be a non-empty scope without spaces, '\"' or '\\'",
+        ),
+    ];
+    for (rules, expected) in cases {
+        let c = with_policy(rules, false);
+        assert_eq!(message(check_policy(&c.routes)), expected, "{rules}");
+    }
+    let c = with_policy(
+        "[[route.policy]]\ntools = [\"*\"]\nwhen = 'claims.('",
+        false,
+    );
+    let when = message(check_policy(&c.routes));
+    assert!(when.starts_with("route[0].policy[0].when: 1:"), "{when}");
+    let c = with_policy("[[route.policy]]\ntools = [\"*\"]\nscopes = [\"a\"]", true);
+    assert_eq!(
+        message(check_policy(&c.routes)),
+        "route[0].policy[0].scopes: an anonymous caller has no scopes (route auth mode = \"none\")"
     );
 }
 

@@ -25,10 +25,15 @@ pub mod config;
 pub mod demo;
 pub mod telemetry;
 
+// Built from `[audit]` and a backend's `token_exchange` by the layers that use them.
+#[allow(dead_code)]
+pub(crate) mod audit;
 pub(crate) mod auth;
 pub(crate) mod backend;
 pub(crate) mod digest;
 pub(crate) mod error;
+#[allow(dead_code)]
+pub(crate) mod exchange;
 pub(crate) mod fleet;
 pub(crate) mod front;
 pub(crate) mod http_client;

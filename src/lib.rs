@@ -27,10 +27,12 @@ pub mod demo;
 pub mod telemetry;
 
 pub(crate) mod access;
+pub(crate) mod audit;
 pub(crate) mod auth;
 pub(crate) mod backend;
 pub(crate) mod digest;
 pub(crate) mod error;
+pub(crate) mod exchange;
 pub(crate) mod expr;
 pub(crate) mod fleet;
 pub(crate) mod front;

@@ -39,6 +39,13 @@ pub struct Metrics {
     pub legacy_session_ends: IntCounterVec,
     /// Backend notifications a call had no room for, by backend and kind.
     pub backend_events_dropped: IntCounterVec,
+    /// Token exchanges asked for, by backend and outcome (`exchanged`, `cached`, `rejected`,
+    /// `unavailable`).
+    pub token_exchanges: IntCounterVec,
+    /// Audit records written.
+    pub audit_records: IntCounter,
+    /// Audit records lost: the queue was full, the log closed, or the write failed.
+    pub audit_records_dropped: IntCounter,
 }
 
 fn must<T>(metric: Result<T, prometheus::Error>) -> T {
@@ -197,6 +204,23 @@ impl Metrics {
             ),
             &["backend", "kind"],
         ));
+        let token_exchanges = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_token_exchanges_total",
+                "Backend tokens asked for by token exchange (RFC 8693), by backend and outcome \
+                 (exchanged: a new token; cached: one still fresh; rejected: the authorization \
+                 server refused; unavailable: it could not be reached or its answer was unusable).",
+            ),
+            &["backend", "outcome"],
+        ));
+        let audit_records = must(IntCounter::new(
+            "mrtr_audit_records_total",
+            "Audit records written.",
+        ));
+        let audit_records_dropped = must(IntCounter::new(
+            "mrtr_audit_records_dropped_total",
+            "Audit records lost: the queue was full, the log closed, or the write failed.",
+        ));
         for collector in [
             Box::new(requests.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(requests_by_era.clone()),
@@ -219,6 +243,9 @@ impl Metrics {
             Box::new(connections.clone()),
             Box::new(connection_closes.clone()),
             Box::new(backend_events_dropped.clone()),
+            Box::new(token_exchanges.clone()),
+            Box::new(audit_records.clone()),
+            Box::new(audit_records_dropped.clone()),
         ] {
             must(registry.register(collector));
         }
@@ -245,6 +272,9 @@ impl Metrics {
             legacy_sessions,
             legacy_session_ends,
             backend_events_dropped,
+            token_exchanges,
+            audit_records,
+            audit_records_dropped,
         }
     }
 
@@ -283,7 +313,15 @@ mod tests {
             .backend_events_dropped
             .with_label_values(&["b", "progress"])
             .inc();
+        metrics
+            .token_exchanges
+            .with_label_values(&["b", "cached"])
+            .inc();
+        metrics.audit_records_dropped.inc();
         let text = metrics.render();
+        assert!(text.contains("mrtr_token_exchanges_total{backend=\"b\",outcome=\"cached\"} 1"));
+        assert!(text.contains("mrtr_audit_records_dropped_total 1"));
+        assert!(text.contains("mrtr_audit_records_total 0"));
         assert!(
             text.contains(
                 "mrtr_requests_total{method=\"tools/call\",outcome=\"ok\",route=\"/mcp\"} 1"

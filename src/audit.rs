@@ -152,17 +152,6 @@ impl AuditLog {
         }
     }
 
-    /// Records a request refused before any call started (`denied`, no duration).
-    pub(crate) fn record_refusal(&self, fields: PendingFields, reason: impl Into<String>) {
-        self.append(
-            fields,
-            AuditOutcome::Denied,
-            0,
-            Duration::ZERO,
-            Some(reason.into()),
-        );
-    }
-
     fn append(
         &self,
         fields: PendingFields,

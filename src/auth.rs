@@ -5,6 +5,11 @@
 //! static bearer tokens (kept as SHA-256 digests), and JWT bearer tokens checked against a JWKS
 //! (file or HTTPS URL, cached and refreshed) for issuer, audience, expiry and not-before with a
 //! bounded clock skew. Principal = issuer + " " + subject.
+//!
+//! What the token says besides the principal makes the caller's [`Identity`]: its claims and
+//! scopes (a JWT's `scope`, space-separated, or `scp`, a string or an array; a static token's
+//! configured `scopes` and `claims`), which policy rules and identity expressions read, and the
+//! token itself, which only a token exchange ever sends on.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -17,7 +22,7 @@ use http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
-use serde::Deserialize;
+use serde_json::{Map, Value};
 use tokio::sync::Mutex as AsyncMutex;
 
 use crate::config::{AuthConfig, JwtConfig, ANONYMOUS, JWT_ALGORITHMS, MAX_LEEWAY};
@@ -47,10 +52,75 @@ fn parse_algorithm(name: &str) -> Option<Algorithm> {
     }
 }
 
+/// Who is calling, as the route's authentication established it.
+pub(crate) struct Identity {
+    /// Keys backend sessions and binds every `requestState`.
+    pub principal: String,
+    /// A JWT's claims, or a static token's configured ones (with `sub`).
+    pub claims: Map<String, Value>,
+    pub scopes: Vec<String>,
+    /// The bearer token as presented; only a token exchange sends it on.
+    pub token: Option<BearerSecret>,
+}
+
+impl Identity {
+    /// The caller of a route without authentication.
+    pub(crate) fn anonymous() -> Self {
+        Self {
+            principal: ANONYMOUS.to_string(),
+            claims: Map::new(),
+            scopes: Vec::new(),
+            token: None,
+        }
+    }
+
+    /// Of `required`, the scopes this caller's token does not carry.
+    pub(crate) fn missing_scopes<'a>(&self, required: &'a [String]) -> Vec<&'a str> {
+        required
+            .iter()
+            .filter(|scope| !self.scopes.contains(scope))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("principal", &self.principal)
+            .field("scopes", &self.scopes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A caller's bearer token: never printed.
+#[derive(Clone)]
+pub(crate) struct BearerSecret(Arc<str>);
+
+impl BearerSecret {
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for BearerSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerSecret(..)")
+    }
+}
+
+/// A static token's principal, scopes and claims.
+pub(crate) struct StaticIdentity {
+    principal: String,
+    claims: Map<String, Value>,
+    scopes: Vec<String>,
+}
+
 /// The authenticator of one route.
 pub(crate) enum Authenticator {
     None,
-    Bearer(HashMap<String, String>),
+    /// Static tokens by SHA-256 digest.
+    Bearer(HashMap<String, StaticIdentity>),
     Jwt(Box<JwtVerifier>),
 }
 
@@ -71,7 +141,19 @@ impl Authenticator {
                             )))
                         }
                     };
-                    by_digest.insert(digest, token.principal.clone());
+                    let principal = format!("bearer {}", token.principal);
+                    let mut claims = token.claims.clone();
+                    claims
+                        .entry("sub")
+                        .or_insert_with(|| Value::String(token.principal.clone()));
+                    by_digest.insert(
+                        digest,
+                        StaticIdentity {
+                            principal,
+                            claims,
+                            scopes: token.scopes.clone(),
+                        },
+                    );
                 }
                 Ok(Self::Bearer(by_digest))
             }
@@ -83,10 +165,19 @@ impl Authenticator {
         !matches!(self, Self::None)
     }
 
-    /// The principal of a request, or why it is refused.
-    pub(crate) async fn authenticate(&self, headers: &HeaderMap) -> Result<String, AuthError> {
+    /// The caller of a request, or why it is refused.
+    pub(crate) async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, AuthError> {
         match self {
-            Self::Jwt(verifier) => verifier.verify(bearer_token(headers)?).await,
+            Self::Jwt(verifier) => {
+                let token = bearer_token(headers)?;
+                let (principal, claims) = verifier.verify(token).await?;
+                Ok(Identity {
+                    principal,
+                    scopes: scopes_of(&claims),
+                    claims,
+                    token: Some(BearerSecret(token.into())),
+                })
+            }
             _ => self
                 .authenticate_now(headers)
                 .unwrap_or(Err(AuthError::Missing)),
@@ -98,17 +189,38 @@ impl Authenticator {
     pub(crate) fn authenticate_now(
         &self,
         headers: &HeaderMap,
-    ) -> Option<Result<String, AuthError>> {
+    ) -> Option<Result<Identity, AuthError>> {
         match self {
-            Self::None => Some(Ok(ANONYMOUS.to_string())),
+            Self::None => Some(Ok(Identity::anonymous())),
             Self::Bearer(by_digest) => Some(bearer_token(headers).and_then(|token| {
                 by_digest
                     .get(&token_digest(token))
-                    .map(|p| format!("bearer {p}"))
+                    .map(|known| Identity {
+                        principal: known.principal.clone(),
+                        claims: known.claims.clone(),
+                        scopes: known.scopes.clone(),
+                        token: Some(BearerSecret(token.into())),
+                    })
                     .ok_or_else(|| AuthError::Invalid("unknown token".into()))
             })),
             Self::Jwt(_) => None,
         }
+    }
+}
+
+/// A JWT's scopes: `scope` (space-separated, RFC 8693 §4.2) or `scp` (a string or an array,
+/// as some issuers write it).
+fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
+    let words = |text: &str| text.split_whitespace().map(String::from).collect();
+    match (claims.get("scope"), claims.get("scp")) {
+        (Some(Value::String(scope)), _) => words(scope),
+        (_, Some(Value::String(scp))) => words(scp),
+        (_, Some(Value::Array(scp))) => scp
+            .iter()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -271,7 +383,8 @@ impl JwtVerifier {
         }
     }
 
-    async fn verify(&self, token: &str) -> Result<String, AuthError> {
+    /// The principal and every claim of a valid token.
+    async fn verify(&self, token: &str) -> Result<(String, Map<String, Value>), AuthError> {
         let header =
             jsonwebtoken::decode_header(token).map_err(|e| AuthError::Invalid(e.to_string()))?;
         if !self.algorithms.contains(&header.alg) {
@@ -301,16 +414,18 @@ impl JwtVerifier {
         validation.leeway = self.leeway.as_secs();
         validation.validate_nbf = true;
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        let data = jsonwebtoken::decode::<Claims>(token, key, &validation)
-            .map_err(|e| AuthError::Invalid(e.to_string()))?;
-        Ok(format!("{} {}", data.claims.iss, data.claims.sub))
+        let claims = jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation)
+            .map_err(|e| AuthError::Invalid(e.to_string()))?
+            .claims;
+        let text = |name: &str| {
+            claims
+                .get(name)
+                .and_then(Value::as_str)
+                .ok_or_else(|| AuthError::Invalid(format!("the {name} claim is not a string")))
+        };
+        let principal = format!("{} {}", text("iss")?, text("sub")?);
+        Ok((principal, claims))
     }
-}
-
-#[derive(Deserialize)]
-struct Claims {
-    iss: String,
-    sub: String,
 }
 
 async fn fetch_jwks(client: &HttpClient, url: &http::Uri) -> Result<JwkSet, AuthError> {
@@ -408,7 +523,8 @@ mod tests {
         assert_eq!(
             auth.authenticate(&bearer(&token(good.clone(), "k1")))
                 .await
-                .unwrap(),
+                .unwrap()
+                .principal,
             "https://issuer.example alice"
         );
         let mut cases = Vec::new();
@@ -453,11 +569,14 @@ mod tests {
         .unwrap();
         let auth = Authenticator::new(&config, None).unwrap();
         assert_eq!(
-            auth.authenticate(&bearer("t0ken")).await.unwrap(),
+            auth.authenticate(&bearer("t0ken")).await.unwrap().principal,
             "bearer ci"
         );
         assert_eq!(
-            auth.authenticate(&bearer("s3cret")).await.unwrap(),
+            auth.authenticate(&bearer("s3cret"))
+                .await
+                .unwrap()
+                .principal,
             "bearer ops"
         );
         assert!(auth.authenticate(&bearer("nope")).await.is_err());
@@ -465,5 +584,60 @@ mod tests {
             auth.authenticate(&HeaderMap::new()).await,
             Err(AuthError::Missing)
         ));
+    }
+
+    #[tokio::test]
+    async fn scopes_come_from_scope_or_scp_and_claims_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = verifier(&dir);
+        let now = jsonwebtoken::get_current_timestamp();
+        let base = json!({"iss": "https://issuer.example", "aud": "https://gw.example/mcp", "sub": "alice", "exp": now + 60, "groups": ["editors"]});
+        let cases = [
+            (
+                json!({"scope": "tools:read  tools:all"}),
+                vec!["tools:read", "tools:all"],
+            ),
+            (json!({"scp": "tools:read"}), vec!["tools:read"]),
+            (json!({"scp": ["a", "b", 3]}), vec!["a", "b"]),
+            // `scope` wins over `scp`.
+            (json!({"scope": "x", "scp": ["y"]}), vec!["x"]),
+            (json!({"scope": 7}), vec![]),
+            (json!({}), vec![]),
+        ];
+        for (extra, expected) in cases {
+            let mut claims = base.clone();
+            for (k, v) in extra.as_object().unwrap() {
+                claims[k] = v.clone();
+            }
+            let token = token(claims, "k1");
+            let identity = auth.authenticate(&bearer(&token)).await.unwrap();
+            assert_eq!(identity.scopes, expected, "{extra}");
+            assert_eq!(identity.claims["groups"], json!(["editors"]));
+            assert_eq!(identity.token.as_ref().unwrap().expose(), token);
+            assert!(!format!("{identity:?}").contains(&token));
+        }
+        let mut numeric_sub = base.clone();
+        numeric_sub["sub"] = json!(42);
+        assert!(matches!(
+            auth.authenticate(&bearer(&token(numeric_sub, "k1"))).await,
+            Err(AuthError::Invalid(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn static_tokens_carry_their_scopes_and_claims() {
+        let config: AuthConfig = toml::from_str(
+            "mode = \"bearer\"\ntokens = [{ principal = \"ci\", token = \"t\", scopes = [\"tools:all\"], claims = { groups = [\"editors\"] } }, { principal = \"ops\", token = \"o\", claims = { sub = \"operator\" } }]\n",
+        )
+        .unwrap();
+        let auth = Authenticator::new(&config, None).unwrap();
+        let ci = auth.authenticate(&bearer("t")).await.unwrap();
+        assert_eq!(ci.scopes, ["tools:all"]);
+        assert_eq!(ci.claims["groups"], json!(["editors"]));
+        assert_eq!(ci.claims["sub"], json!("ci"));
+        let ops = auth.authenticate(&bearer("o")).await.unwrap();
+        assert!(ops.scopes.is_empty());
+        assert_eq!(ops.claims["sub"], json!("operator"));
+        assert_eq!(ops.principal, "bearer ops");
     }
 }

@@ -15,6 +15,7 @@ use http::StatusCode;
 use serde_json::{json, Value};
 
 use crate::jsonrpc::{codes, JsonRpcError};
+use crate::protocol::Era;
 
 /// Which `requestState` check failed; surfaced as `data.reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +129,20 @@ pub enum GatewayError {
     TooLargeForBackend { backend: String, limit: usize },
     #[error("Forbidden: {0}")]
     Forbidden(String),
+    /// The token lacks scopes this request needs (the route's, or a policy rule's step-up);
+    /// the front adds the `WWW-Authenticate` challenge naming them.
+    #[error("Forbidden: insufficient scope: this needs the scopes {}", scopes.join(" "))]
+    InsufficientScope { scopes: Vec<String> },
+    /// An `identity_headers` or `identity_env` expression failed for this caller: the backend
+    /// cannot be told who is calling, so it is not called.
+    #[error("Forbidden: the backend cannot be told who is calling: {0}")]
+    IdentityUnavailable(String),
+    /// The authorization server refused to exchange the caller's token for the backend's.
+    #[error("Forbidden: {0}")]
+    ExchangeRefused(String),
+    /// The token exchange could not be done (unreachable, failing, or a malformed answer).
+    #[error("{0}")]
+    ExchangeFailed(String),
     #[error("Unauthorized: {0}")]
     Unauthorized(String),
     #[error("Not acceptable: {0}")]
@@ -207,6 +222,29 @@ impl GatewayError {
             method: method.into(),
             data: None,
         }
+    }
+
+    /// What a backend answers for a name it does not have: what a caller gets for an item the
+    /// route's policy hides, so hidden and absent look the same. Resources follow the era's
+    /// code (`-32002` before 2026-07-28, `-32602` since), with `data.uri`.
+    pub fn unknown_item(method: crate::protocol::Method, name: &str, era: Era) -> Self {
+        use crate::protocol::Method;
+        let error = match method {
+            Method::ToolsCall => {
+                JsonRpcError::new(codes::INVALID_PARAMS, format!("Unknown tool: {name}"))
+            }
+            Method::PromptsGet => {
+                JsonRpcError::new(codes::INVALID_PARAMS, format!("Unknown prompt: {name}"))
+            }
+            _ => {
+                let code = match era {
+                    Era::Legacy => codes::LEGACY_RESOURCE_NOT_FOUND,
+                    Era::Modern => codes::INVALID_PARAMS,
+                };
+                JsonRpcError::new(code, "Resource not found").with_data(json!({ "uri": name }))
+            }
+        };
+        Self::Backend(error)
     }
 
     /// The answer to a 2025-11-25 `initialize`: no such method, and the revisions spoken here.
@@ -301,7 +339,11 @@ impl GatewayError {
             Self::BodyTooLarge { .. } | Self::TooLargeForBackend { .. } => {
                 StatusCode::PAYLOAD_TOO_LARGE
             }
-            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Forbidden(_)
+            | Self::InsufficientScope { .. }
+            | Self::IdentityUnavailable(_)
+            | Self::ExchangeRefused(_) => StatusCode::FORBIDDEN,
+            Self::ExchangeFailed(_) => StatusCode::BAD_GATEWAY,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -353,6 +395,16 @@ impl GatewayError {
             Self::Forbidden(m) => {
                 JsonRpcError::new(codes::INVALID_REQUEST, format!("Forbidden: {m}"))
             }
+            Self::InsufficientScope { scopes } => {
+                JsonRpcError::new(codes::INVALID_REQUEST, self.to_string()).with_data(json!({
+                    "reason": "insufficient_scope",
+                    "scopes": scopes,
+                }))
+            }
+            Self::IdentityUnavailable(_) | Self::ExchangeRefused(_) => {
+                JsonRpcError::new(codes::INVALID_REQUEST, self.to_string())
+            }
+            Self::ExchangeFailed(_) => JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string()),
             Self::Unauthorized(m) => {
                 JsonRpcError::new(codes::INVALID_REQUEST, format!("Unauthorized: {m}"))
             }

@@ -68,7 +68,6 @@ impl ExchangeError {
 
 /// A token the backend accepts, for one principal.
 pub(crate) struct ExchangedToken {
-    access_token: String,
     /// `Bearer <access_token>`, marked sensitive.
     authorization: HeaderValue,
     /// When the authorization server said the token expires.
@@ -78,11 +77,6 @@ pub(crate) struct ExchangedToken {
 }
 
 impl ExchangedToken {
-    /// The access token, for `Authorization: Bearer …` on the backend's requests.
-    pub(crate) fn bearer(&self) -> &str {
-        &self.access_token
-    }
-
     /// `Authorization`'s value for the backend's requests, marked sensitive.
     pub(crate) fn authorization(&self) -> &HeaderValue {
         &self.authorization
@@ -386,7 +380,6 @@ impl TokenExchange {
         // Timed from the request: the server's clock started before the answer arrived.
         let expires_at = started + lifetime;
         Ok(Arc::new(ExchangedToken {
-            access_token,
             authorization,
             expires_at,
             refresh_at: expires_at - refresh_margin(lifetime),

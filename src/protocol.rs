@@ -134,6 +134,17 @@ impl Method {
     }
 
     /// Methods whose complete results must carry `ttlMs` and `cacheScope`.
+    /// Whether the result lists tools, prompts, resources or resource templates.
+    pub fn is_list(self) -> bool {
+        matches!(
+            self,
+            Method::ToolsList
+                | Method::PromptsList
+                | Method::ResourcesList
+                | Method::ResourcesTemplatesList
+        )
+    }
+
     pub fn is_cacheable(self) -> bool {
         matches!(
             self,

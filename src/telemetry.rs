@@ -114,6 +114,16 @@ pub fn init(format: LogFormat, default_level: &str, export: bool) -> Telemetry {
     }
 }
 
+/// The trace id of a W3C `traceparent` among the caller's trace context, if one is valid.
+pub(crate) fn trace_id_of(caller_trace: &[(&'static str, String)]) -> Option<String> {
+    let (_, parent) = caller_trace
+        .iter()
+        .find(|(name, _)| *name == "traceparent")?;
+    let trace_id = parent.split('-').nth(1)?;
+    (trace_id.len() == 32 && trace_id.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| trace_id.to_ascii_lowercase())
+}
+
 /// Makes the current request span a child of the caller's trace (`traceparent` and
 /// `tracestate`, as the request gave them: in `_meta`, else in the HTTP headers).
 pub fn join_caller_trace(caller_trace: &[(&'static str, String)]) {

@@ -47,7 +47,8 @@ async fn each_record_is_one_json_line_with_every_field() {
     let mut refused = call("delete");
     refused.principal = None;
     refused.era = Era::Legacy;
-    log.record_refusal(refused, "policy");
+    log.begin(refused)
+        .finish(AuditOutcome::Denied, 0, Some("policy".into()));
     log.close().await;
 
     let lines = lines(&path);

@@ -80,7 +80,7 @@ struct ListChanges {
 }
 
 /// One principal's changes.
-pub struct Feed {
+pub(crate) struct Feed {
     sender: broadcast::Sender<Change>,
     lists: Arc<ListChanges>,
     /// When each kind of list change was last published.
@@ -98,7 +98,7 @@ impl Feed {
 
     /// Publishes a change to this principal's listeners; a list change seen within
     /// [`DEDUP_WINDOW`] is dropped. Returns whether it was published.
-    pub fn publish(&self, change: Change) -> bool {
+    pub(crate) fn publish(&self, change: Change) -> bool {
         if !matches!(change, Change::ResourceUpdated(_)) {
             let now = Instant::now();
             // What the gateway learned from the backend is stale, whoever listens.
@@ -120,7 +120,7 @@ impl Feed {
         true
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.sender.subscribe()
     }
 }

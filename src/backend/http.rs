@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use http::header::{ACCEPT, CONTENT_TYPE};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -27,6 +27,7 @@ use sse_stream::SseStream;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::identity::{Credential, SessionIdentity};
 use super::{BackendError, BackendSpec, Encoded, Outbox, TransportEvent};
 use crate::http_client::{is_event_stream, HttpClient};
 use crate::sync::{LockRecovered, RwLockRecovered};
@@ -51,6 +52,8 @@ struct Shared {
     client: HttpClient,
     url: Uri,
     headers: HeaderMap,
+    /// `token_exchange`: read as each request is built.
+    credential: Option<Arc<Credential>>,
     session_id: RwLock<Option<HeaderValue>>,
     protocol_version: RwLock<Option<HeaderValue>>,
     inbound: mpsc::Sender<TransportEvent>,
@@ -76,6 +79,7 @@ enum Outgoing {
 impl HttpTransport {
     pub(crate) fn new(
         spec: &BackendSpec,
+        identity: &SessionIdentity,
         inbound: mpsc::Sender<TransportEvent>,
     ) -> Result<Self, BackendError> {
         let client = spec
@@ -97,11 +101,15 @@ impl HttpTransport {
                 .map_err(|e| BackendError::Connect(format!("header {name}: {e}")))?;
             headers.insert(name, value);
         }
+        for (name, value) in &identity.headers {
+            headers.insert(name.clone(), value.clone());
+        }
         let shared = Arc::new(Shared {
             backend: spec.name.clone(),
             client,
             url,
             headers,
+            credential: identity.credential.clone(),
             session_id: RwLock::new(None),
             protocol_version: RwLock::new(None),
             inbound,
@@ -239,6 +247,9 @@ impl Shared {
             .uri(self.url.clone());
         if let Some(headers) = builder.headers_mut() {
             headers.extend(self.headers.clone());
+            if let Some(credential) = &self.credential {
+                headers.insert(AUTHORIZATION, (*credential.current()).clone());
+            }
             if method == Method::GET {
                 headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
             } else {

@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::changes::Feed;
+use super::identity::SessionIdentity;
 use super::session::{PerBackend, Session};
 use super::BackendSpec;
 use crate::sync::LockRecovered;
@@ -51,14 +52,14 @@ pub(crate) struct Listening {
 /// One listener's hold on its principal's listening session and its URIs; dropping it
 /// unsubscribes what no other listener still wants and, for the last listener, closes the
 /// session.
-pub struct ListenGuard {
+pub(crate) struct ListenGuard {
     listener: Arc<Listener>,
     uris: Vec<String>,
 }
 
 impl ListenGuard {
     /// The listening session's `InitializeResult`, waiting up to `wait` for it to start.
-    pub async fn init(&self, wait: Duration) -> Option<Arc<Value>> {
+    pub(crate) async fn init(&self, wait: Duration) -> Option<Arc<Value>> {
         let mut init = self.listener.init.clone();
         let ready = tokio::time::timeout(wait, init.wait_for(Option::is_some)).await;
         match ready {
@@ -89,6 +90,8 @@ impl Drop for ListenGuard {
 /// What [`keep_listening`] needs of its pool.
 pub(crate) struct ListenContext {
     pub spec: Arc<BackendSpec>,
+    /// What the backend is told about the listening caller (its first listener's).
+    pub identity: Arc<SessionIdentity>,
     pub per_backend: PerBackend,
     pub feed: Arc<Feed>,
     pub stop: CancellationToken,
@@ -174,6 +177,7 @@ async fn keep_listening(
                 _ = context.stop.cancelled() => return,
                 started = Session::connect(
                     &context.spec,
+                    &context.identity,
                     json!({}),
                     None,
                     &context.per_backend,

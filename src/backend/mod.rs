@@ -11,6 +11,7 @@
 
 pub(crate) mod changes;
 mod http;
+pub(crate) mod identity;
 pub(crate) mod listen;
 pub(crate) mod pool;
 pub(crate) mod session;
@@ -24,6 +25,7 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use self::identity::SessionIdentity;
 use crate::config::{BackendConfig, TransportKind};
 use crate::sync::LockRecovered;
 
@@ -151,13 +153,14 @@ impl Encoded {
 impl Transport {
     pub(crate) async fn connect(
         spec: &BackendSpec,
+        identity: &SessionIdentity,
         inbound: mpsc::Sender<TransportEvent>,
     ) -> Result<Self, BackendError> {
         let link = match spec.config.transport {
-            TransportKind::Stdio => {
-                Link::Stdio(Box::new(stdio::StdioTransport::spawn(spec, inbound)?))
-            }
-            TransportKind::Http => Link::Http(http::HttpTransport::new(spec, inbound)?),
+            TransportKind::Stdio => Link::Stdio(Box::new(stdio::StdioTransport::spawn(
+                spec, identity, inbound,
+            )?)),
+            TransportKind::Http => Link::Http(http::HttpTransport::new(spec, identity, inbound)?),
         };
         Ok(Self {
             link,

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
+use super::identity::SessionIdentity;
 use super::{BackendError, BackendSpec, Encoded, Outbox, TransportEvent};
 use crate::sync::LockRecovered;
 
@@ -31,6 +32,7 @@ pub(crate) struct StdioTransport {
 impl StdioTransport {
     pub(crate) fn spawn(
         spec: &BackendSpec,
+        identity: &SessionIdentity,
         inbound: mpsc::Sender<TransportEvent>,
     ) -> Result<Self, BackendError> {
         let config = &spec.config;
@@ -42,6 +44,7 @@ impl StdioTransport {
         command
             .args(&config.args)
             .envs(&config.env)
+            .envs(identity.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

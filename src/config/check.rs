@@ -3,10 +3,12 @@
 //! on two keys at once names the first and both in its message (`held_ttl and round_wait`).
 //!
 //! One file per concern: the listener's and legacy sessions' limits (`server`), routes and their
-//! auth (`routes`), their `[[route.policy]]` rules (`policy`), backends (`backends`), and
-//! multi-round calls with the fleet that shares their keys (`mrtr`).
+//! auth (`routes`), their `[[route.policy]]` rules (`policy`), backends (`backends`), what
+//! backends are told about callers (`identity`), the audit queue (`server`), and multi-round
+//! calls with the fleet that shares their keys (`mrtr`).
 
 mod backends;
+mod identity;
 mod mrtr;
 mod policy;
 mod routes;
@@ -15,7 +17,8 @@ mod server;
 mod tests;
 
 pub(super) use backends::check_backends;
+pub(super) use identity::check_identity;
 pub(super) use mrtr::{check_fleet, check_mrtr};
 pub(super) use policy::check_policy;
 pub(super) use routes::{check_auth, check_routes};
-pub(super) use server::{check_legacy, check_server};
+pub(super) use server::{check_audit, check_legacy, check_server};

@@ -587,9 +587,11 @@ impl Config {
         check::check_server(&self.server)?;
         check::check_routes(self)?;
         check::check_legacy(&self.legacy)?;
+        check::check_audit(self.audit.as_ref())?;
         check::check_auth(&self.routes)?;
         check::check_policy(&self.routes)?;
         check::check_backends(&self.backends)?;
+        check::check_identity(&self.backends, &self.routes)?;
         check::check_mrtr(&self.mrtr)?;
         check::check_fleet(self)
     }

@@ -148,7 +148,7 @@ async fn the_request_carries_basic_credentials_and_every_form_field() {
         "audience = \"https://backend.example\"\nresource = \"https://backend.example/mcp\"\nscopes = [\"read\", \"write\"]",
     );
     let token = exchange.token_for("alice", SUBJECT).await.unwrap();
-    assert_eq!(token.bearer(), ISSUED);
+    assert_eq!(token.authorization(), &format!("Bearer {ISSUED}"));
     assert_eq!(token.authorization(), &format!("Bearer {ISSUED}"));
     assert!(token.authorization().is_sensitive());
     assert_eq!(counted(&metrics, "exchanged"), 1);
@@ -271,7 +271,7 @@ async fn concurrent_callers_of_one_principal_share_one_exchange() {
         calls.spawn(async move { exchange.token_for(principal, SUBJECT).await.unwrap() });
     }
     while let Some(token) = calls.join_next().await {
-        assert_eq!(token.unwrap().bearer(), ISSUED);
+        assert_eq!(token.unwrap().authorization(), &format!("Bearer {ISSUED}"));
     }
     assert_eq!(server.requests(), 2);
     assert_eq!(counted(&metrics, "exchanged"), 2);

@@ -1,7 +1,8 @@
 //! Authentication as a layer: the route's [`Authenticator`](crate::auth::Authenticator) turns the
 //! bearer token into a [`Principal`] in the request's extensions, or answers 401 with the
 //! `WWW-Authenticate` challenge that names the route's protected resource metadata (RFC 6750,
-//! RFC 9728).
+//! RFC 9728). A token without every scope of the route's `auth.scopes` gets 403 with the
+//! `insufficient_scope` challenge ([`scope_challenge`]), which a policy's step-up answers too.
 
 use std::sync::Arc;
 
@@ -11,13 +12,21 @@ use http::{HeaderValue, Request, Response};
 use tower_http::auth::AsyncAuthorizeRequest;
 
 use super::route::Route;
-use crate::auth::AuthError;
+use crate::access::CallerAccess;
+use crate::auth::{AuthError, Identity};
 use crate::error::GatewayError;
 use crate::http_serve::{error_response, Body};
 
-/// Who the request is from: a token's digest, a JWT subject, or `anonymous`.
-#[derive(Debug, Clone)]
-pub(crate) struct Principal(pub String);
+/// Who the request is from (a token's principal, claims and scopes), under the route's rules.
+#[derive(Clone)]
+pub(crate) struct Principal(pub Arc<CallerAccess>);
+
+impl Principal {
+    /// The principal's name: a static token's, a JWT's issuer and subject, or `anonymous`.
+    pub(crate) fn name(&self) -> &str {
+        self.0.principal()
+    }
+}
 
 #[derive(Clone)]
 pub(crate) struct Authenticate {
@@ -51,11 +60,23 @@ impl<B: Send + 'static> AsyncAuthorizeRequest<B> for Authenticate {
 fn admit<B>(
     route: &Route,
     mut request: Request<B>,
-    result: Result<String, AuthError>,
+    result: Result<Identity, AuthError>,
 ) -> Result<Request<B>, Response<Body>> {
     let error = match result {
-        Ok(principal) => {
-            request.extensions_mut().insert(Principal(principal));
+        Ok(identity) => {
+            let required = route.config.auth.required_scopes();
+            let missing = identity.missing_scopes(required);
+            if !missing.is_empty() {
+                tracing::debug!(principal = %identity.principal, ?missing, "insufficient scope");
+                let error = GatewayError::InsufficientScope {
+                    scopes: required.to_vec(),
+                };
+                let mut response = error_response(None, &error);
+                scope_challenge(route, request.headers(), &error, &mut response);
+                return Err(response);
+            }
+            let caller = route.access.caller(Arc::new(identity));
+            request.extensions_mut().insert(Principal(Arc::new(caller)));
             return Ok(request);
         }
         Err(error) => error,
@@ -73,4 +94,18 @@ fn admit<B>(
         response.headers_mut().insert(WWW_AUTHENTICATE, value);
     }
     Err(response)
+}
+
+/// Adds to a 403 for [`GatewayError::InsufficientScope`] the challenge naming the scopes and
+/// the route's metadata ([`crate::http_serve::scope_challenge`]).
+pub(crate) fn scope_challenge(
+    route: &Route,
+    headers: &http::HeaderMap,
+    error: &GatewayError,
+    response: &mut Response<Body>,
+) {
+    if matches!(error, GatewayError::InsufficientScope { .. }) {
+        let metadata_url = route.resource_metadata_url(headers);
+        crate::http_serve::scope_challenge(&metadata_url, error, response);
+    }
 }

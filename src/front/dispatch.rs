@@ -2,6 +2,10 @@
 //! is answered here, `subscriptions/listen` opened ([`Listens`]); forwarded methods go to the
 //! bridge ([`Bridge::call`]), whose first answer [`Reply`] writes; anything else is "method not
 //! found". (A 2025-11-25 client never gets here: the era layer sent it to its door.)
+//!
+//! Before a call goes on, the route's policy decides whether the caller may use what it names
+//! (every retry again), and what the backend is told about the caller is settled; a call,
+//! prompt or resource read is audited from here to its last answer.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,12 +18,14 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
-use super::authn::Principal;
+use super::authn::{scope_challenge, Principal};
 use super::listen::Listens;
 use super::reply::Reply;
 use super::request::{Command, McpRequest};
 use super::route::Route;
 use super::translate;
+use crate::access::CallerAccess;
+use crate::audit::{AuditLog, AuditOutcome, PendingAudit};
 use crate::error::GatewayError;
 use crate::fleet::{forwarded_by, mark_owner_unavailable};
 use crate::http_serve::{
@@ -28,7 +34,7 @@ use crate::http_serve::{
 use crate::jsonrpc;
 use crate::mrtr::Bridge;
 use crate::mrtr::{Caller, Continuation, ForwardedCall};
-use crate::protocol::Method;
+use crate::protocol::{Era, Method};
 
 #[derive(Clone)]
 pub(crate) struct Dispatch {
@@ -42,6 +48,8 @@ pub(crate) struct Dispatch {
     /// Cancelled when the drain ends: a call still waiting for its first answer is answered
     /// [`GatewayError::ShutDown`], and a streaming one gets it as its last event.
     pub calls_end: Arc<CancellationToken>,
+    /// `[audit]`, if configured.
+    pub audit: Option<Arc<AuditLog>>,
 }
 
 impl Service<Request<McpRequest>> for Dispatch {
@@ -63,13 +71,12 @@ impl Service<Request<McpRequest>> for Dispatch {
             let forwarded = forwarded_by(&parts.headers).is_some();
             // The authentication layer below which this service runs always sets it.
             let answer = match parts.extensions.remove::<Principal>() {
-                Some(Principal(principal)) => {
-                    dispatch.apply(request, principal, &parts.headers).await
-                }
+                Some(Principal(caller)) => dispatch.apply(request, caller, &parts.headers).await,
                 None => Err(GatewayError::Internal("no principal".into())),
             };
             answer.unwrap_or_else(|error| {
                 let mut response = error_response(Some(id), &error);
+                scope_challenge(&dispatch.route, &parts.headers, &error, &mut response);
                 if forwarded && matches!(error, GatewayError::OwnerUnavailable(_)) {
                     mark_owner_unavailable(&mut response);
                 }
@@ -90,16 +97,27 @@ impl Dispatch {
     async fn apply(
         &self,
         request: McpRequest,
-        principal: String,
+        caller: Arc<CallerAccess>,
         headers: &HeaderMap,
     ) -> Result<Response<Body>, GatewayError> {
         let route = &self.route;
-        let McpRequest { id, command, .. } = request;
+        let McpRequest {
+            id,
+            command,
+            caller_trace,
+            ..
+        } = request;
         match command {
             Command::Discover { scope } => {
+                let identity = caller.session_identity().await?;
                 let init = self
                     .bridge
-                    .server_init(&route.pool, &principal, &scope.client_capabilities)
+                    .server_init(
+                        &route.pool,
+                        caller.principal(),
+                        identity,
+                        &scope.client_capabilities,
+                    )
                     .await?;
                 let result = translate::discover_result(&init, &route.config);
                 Ok(labeled(
@@ -108,7 +126,7 @@ impl Dispatch {
                     "ok",
                 ))
             }
-            Command::Listen { params } => self.listens.open(route, principal, id, &params).await,
+            Command::Listen { params } => self.listens.open(route, caller, id, &params).await,
             _ if !route.config.serves_modern() => Err(GatewayError::InvalidRequest(
                 "this endpoint serves 2025-11-25 sessions only: send initialize first".into(),
             )),
@@ -123,23 +141,77 @@ impl Dispatch {
                         route.pool.tools_generation(),
                     )?;
                 }
-                self.forward(id, call, principal).await
+                let mut audit = self.begin_audit(&call, &caller, &caller_trace);
+                let answer = self.forward(id, call, caller, &mut audit).await;
+                if let (Some(audit), Err(error)) = (audit, &answer) {
+                    audit.finish(AuditOutcome::Error, 0, Some(error.to_string()));
+                }
+                answer
             }
             Command::Unserved { name, .. } => Err(GatewayError::method_not_found(name)),
         }
+    }
+
+    /// The audit record of a call, prompt or resource read, if the log is kept.
+    fn begin_audit(
+        &self,
+        call: &ForwardedCall,
+        caller: &CallerAccess,
+        caller_trace: &[(&'static str, String)],
+    ) -> Option<PendingAudit> {
+        let audit = self.audit.as_ref()?;
+        if !call.method.is_interruptible() {
+            return None;
+        }
+        Some(
+            audit.begin(crate::audit::PendingFields {
+                principal: Some(caller.principal().to_string()),
+                route: self.route.config.path.clone(),
+                era: Era::Modern,
+                method: call.method.as_str().to_string(),
+                name: call.target.clone(),
+                trace_id: crate::telemetry::trace_id_of(caller_trace),
+                arguments: audit
+                    .wants_arguments()
+                    .then(|| call.arguments.clone())
+                    .flatten(),
+            }),
+        )
     }
 
     async fn forward(
         &self,
         id: Value,
         call: ForwardedCall,
-        principal: String,
+        caller: Arc<CallerAccess>,
+        audit: &mut Option<PendingAudit>,
     ) -> Result<Response<Body>, GatewayError> {
-        let reply = Reply {
+        // Every retry is decided again: a token that lost its groups does not finish a call.
+        if let Err(refusal) = caller.may_use(
+            call.method,
+            call.target.as_deref(),
+            &call.params,
+            Era::Modern,
+        ) {
+            if let Some(audit) = audit.take() {
+                audit.finish(AuditOutcome::Denied, 0, Some(refusal.to_string()));
+            }
+            return Err(refusal);
+        }
+        let identity = caller.session_identity().await?;
+        // Rounds the call went through before this request, for its audit record.
+        let rounds_before = match (&audit, &call.continuation) {
+            (Some(_), Some(Continuation::Retry { token, .. })) => self.bridge.round_of(token),
+            _ => 0,
+        };
+        let mut reply = Reply {
             route: self.route.clone(),
             id,
             method: call.method,
             retry: matches!(call.continuation, Some(Continuation::Retry { .. })),
+            caller: caller.clone(),
+            audit: None,
+            rounds_before,
         };
         if self.calls_end.is_cancelled() {
             // Past the drain's end the calls held here are gone: a retry is told so, as it will
@@ -154,13 +226,20 @@ impl Dispatch {
         }
         let caller = Caller {
             route: self.route.config.path.clone(),
-            principal,
+            principal: caller.principal().to_string(),
+            identity,
         };
         let started = tokio::select! {
             biased;
             started = self.bridge.call(&self.route.pool, caller, call) => started?,
             () = self.calls_end.cancelled() => return Err(GatewayError::ShutDown),
         };
+        // From here the answer's writer finishes the record (or, dropped unwritten, records the
+        // call cancelled).
+        reply.audit = audit.take().map(|mut audit| {
+            audit.set_rounds(rounds_before);
+            audit
+        });
         Ok(reply.started(started, self.keep_alive, self.calls_end.clone()))
     }
 }

@@ -15,15 +15,18 @@ use tower::{Layer, Service};
 
 use super::authn::Principal;
 use super::request::{Inbound, McpRequest};
+use super::route::Route;
 use crate::error::GatewayError;
 use crate::http_serve::{error_response, Body};
-use crate::legacy::serve::Door;
+use crate::legacy::serve::{Door, LegacyCaller};
 
 #[derive(Clone)]
 pub(crate) struct EraLayer {
     /// `None` where the route serves 2026-07-28 only (parsing never yields a legacy request
     /// there).
     pub door: Option<Arc<Door>>,
+    /// Its metadata URL is named in a step-up challenge.
+    pub route: Arc<Route>,
 }
 
 impl<S> Layer<S> for EraLayer {
@@ -33,6 +36,7 @@ impl<S> Layer<S> for EraLayer {
         Eras {
             inner,
             door: self.door.clone(),
+            route: self.route.clone(),
         }
     }
 }
@@ -41,6 +45,7 @@ impl<S> Layer<S> for EraLayer {
 pub(crate) struct Eras<S> {
     inner: S,
     door: Option<Arc<Door>>,
+    route: Arc<Route>,
 }
 
 impl<S> Service<Request<Inbound>> for Eras<S>
@@ -64,16 +69,22 @@ where
             Inbound::Legacy(legacy) => legacy,
         };
         let door = self.door.clone();
+        let route = self.route.clone();
         Either::Right(Box::pin(async move {
             // The authentication layer above always sets it; parsing yields a legacy request
             // only where there is a door.
-            let (Some(door), Some(Principal(principal))) =
+            let (Some(door), Some(Principal(caller))) =
                 (door, head.extensions.get::<Principal>().cloned())
             else {
                 let error = GatewayError::Internal("no principal or no door".into());
                 return Ok(error_response(None, &error));
             };
-            Ok(door.serve(head, legacy, &principal).await)
+            let metadata_url = route.resource_metadata_url(&head.headers);
+            let caller = LegacyCaller {
+                access: &caller,
+                metadata_url: &metadata_url,
+            };
+            Ok(door.serve(head, legacy, caller).await)
         }))
     }
 }

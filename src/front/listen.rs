@@ -23,6 +23,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use super::route::Route;
+use crate::access::CallerAccess;
 use crate::backend::changes::Change;
 use crate::backend::listen::ListenGuard;
 use crate::error::{GatewayError, HeldError};
@@ -164,11 +165,17 @@ impl Listens {
     pub(crate) async fn open(
         &self,
         route: &Route,
-        principal: String,
+        caller: Arc<CallerAccess>,
         id: Value,
         params: &Map<String, Value>,
     ) -> Result<Response<Body>, GatewayError> {
-        let filter = Filter::parse(params)?;
+        let mut filter = Filter::parse(params)?;
+        // A resource the policy hides is not subscribed to: the backend hears nothing of it.
+        if let Some(uris) = filter.resource_subscriptions.as_mut() {
+            uris.retain(|uri| caller.hears_of(uri));
+        }
+        let principal = caller.principal().to_string();
+        let identity = caller.session_identity().await?;
         // The listen's place in the limits, given back when its stream ends.
         let place = self
             .quota
@@ -182,7 +189,7 @@ impl Listens {
         // Subscribed before the session starts, so nothing it hears first is missed.
         let changes = route.pool.changes(&principal);
         let uris = filter.resource_subscriptions.clone().unwrap_or_default();
-        let guard = route.pool.listen(&principal, &uris);
+        let guard = route.pool.listen(&principal, identity, &uris);
         let init = guard.init(route.pool.init_timeout()).await.ok_or_else(|| {
             GatewayError::Upstream(crate::backend::BackendError::Initialize(
                 "the listening session did not start".into(),
@@ -192,6 +199,7 @@ impl Listens {
         Ok(stream_listen(
             id,
             honoured,
+            caller,
             changes,
             Held {
                 _guard: guard,
@@ -226,6 +234,7 @@ fn tagged(method: &str, params: Option<&Value>, id: &Value) -> Value {
 fn stream_listen(
     id: Value,
     filter: Filter,
+    caller: Arc<CallerAccess>,
     changes: broadcast::Receiver<Change>,
     held: Held,
     keep_alive: Duration,
@@ -239,9 +248,9 @@ fn stream_listen(
     let first = stream::once(async move { sse_frame(&acknowledged) });
     let mut keep_alive = tokio::time::interval(keep_alive);
     keep_alive.reset();
-    let state = Some((changes, keep_alive, held, id, filter, drain));
+    let state = Some((changes, keep_alive, held, id, (filter, caller), drain));
     let rest = stream::unfold(state, |state| async move {
-        let (mut changes, mut keep_alive, held, id, filter, drain) = state?;
+        let (mut changes, mut keep_alive, held, id, (filter, caller), drain) = state?;
         loop {
             tokio::select! {
                 _ = drain.cancelled() => {
@@ -252,13 +261,18 @@ fn stream_listen(
                     return Some((sse_frame(&jsonrpc::result_response(id, result)), None));
                 }
                 change = changes.recv() => match change {
-                    Ok(change) if filter.wants(&change) => {
+                    // An update of a resource the policy hides (on a path subscribed to) is
+                    // not told.
+                    Ok(change)
+                        if filter.wants(&change)
+                            && change.uri().is_none_or(|uri| caller.hears_of(uri)) =>
+                    {
                         let params = match &change {
                             Change::ResourceUpdated(params) => Some(params),
                             _ => None,
                         };
                         let message = tagged(change.method(), params, &id);
-                        return Some((sse_frame(&message), Some((changes, keep_alive, held, id, filter, drain))));
+                        return Some((sse_frame(&message), Some((changes, keep_alive, held, id, (filter, caller), drain))));
                     }
                     Ok(_) => continue,
                     Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -269,7 +283,7 @@ fn stream_listen(
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
                 _ = keep_alive.tick() => {
-                    return Some((Bytes::from_static(KEEP_ALIVE), Some((changes, keep_alive, held, id, filter, drain))));
+                    return Some((Bytes::from_static(KEEP_ALIVE), Some((changes, keep_alive, held, id, (filter, caller), drain))));
                 }
             }
         }

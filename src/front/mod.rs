@@ -61,14 +61,40 @@ use tower_http::validate_request::ValidateRequestHeaderLayer;
 use self::reply::{RouteBody, ServedBody};
 use self::route::{Route, RESOURCE_METADATA_PATH};
 pub use self::server::{start, RunningGateway, StartError};
+use crate::access::RouteAccess;
+use crate::audit::AuditLog;
 use crate::auth::Authenticator;
 use crate::backend::pool::Pool;
 use crate::backend::BackendSpec;
 use crate::config::{Config, ServerConfig};
+use crate::exchange::TokenExchange;
 use crate::legacy::LegacySessions;
 use crate::metrics::Metrics;
 use crate::mrtr::state::{random_id, KeyRing};
 use crate::mrtr::Bridge;
+
+/// One token exchange per backend that has `token_exchange`, shared by its routes (and their
+/// cache with them).
+fn token_exchanges(
+    config: &Config,
+    metrics: &Arc<Metrics>,
+) -> Result<HashMap<String, Arc<TokenExchange>>, StartError> {
+    let mut exchanges = HashMap::new();
+    for (name, backend) in &config.backends {
+        let Some(exchange) = &backend.token_exchange else {
+            continue;
+        };
+        let failed = |problem: String| StartError::Access {
+            path: format!("backend.{name}.token_exchange"),
+            problem,
+        };
+        let client = crate::http_client::new_client().map_err(|e| failed(e.to_string()))?;
+        let exchange = TokenExchange::new(name, exchange, client, metrics.clone())
+            .map_err(|e| failed(e.to_string()))?;
+        exchanges.insert(name.clone(), Arc::new(exchange));
+    }
+    Ok(exchanges)
+}
 
 /// One route's stack, from the raw HTTP request to its response, shared by every connection.
 /// Each request gets its own clone of the stack (cheap: the layers hold `Arc`s).
@@ -107,6 +133,7 @@ struct Shared<'a> {
     legacy: &'a Arc<LegacySessions>,
     drain: &'a CancellationToken,
     calls_end: &'a Arc<CancellationToken>,
+    audit: &'a Option<Arc<AuditLog>>,
 }
 
 /// The layers of one route, in the order a request meets them.
@@ -119,6 +146,7 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
         legacy,
         drain,
         calls_end,
+        audit,
     } = *shared;
     let read_body = crate::http_serve::ReadBodyLayer {
         max_bytes: server.max_body_bytes,
@@ -133,6 +161,7 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
                 pool: route.pool.clone(),
             },
             fleet: fleet.clone(),
+            audit: audit.clone(),
         })
     });
     let origin_policy = Arc::new(origin::OriginPolicy::new(
@@ -163,7 +192,10 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
         .layer(ValidateRequestHeaderLayer::custom(drain::Drain(Arc::new(
             drain.clone(),
         ))))
-        .layer(era::EraLayer { door })
+        .layer(era::EraLayer {
+            door,
+            route: route.clone(),
+        })
         .layer(owner::OwnerLayer {
             fleet: fleet.clone(),
             bridge: bridge.clone(),
@@ -175,6 +207,7 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
             keep_alive: server.sse_keep_alive,
             stream_after: server.stream_after,
             calls_end: calls_end.clone(),
+            audit: audit.clone(),
         });
     RouteService::new(stack)
 }
@@ -204,6 +237,8 @@ pub struct Gateway {
     calls_end: Arc<CancellationToken>,
     /// The MCP listener's open connections.
     connections: Arc<connections::Connections>,
+    /// `[audit]`: closed (what is queued written) when the gateway has stopped.
+    audit: Option<Arc<AuditLog>>,
 }
 
 impl Gateway {
@@ -277,6 +312,16 @@ impl Gateway {
             config.server.sse_keep_alive,
             shutdown.child_token(),
         );
+        let exchanges = token_exchanges(config, &metrics)?;
+        let audit = match &config.audit {
+            Some(audit) => Some(Arc::new(AuditLog::open(audit, metrics.clone()).map_err(
+                |source| StartError::Audit {
+                    file: audit.file.clone(),
+                    source,
+                },
+            )?)),
+            None => None,
+        };
         let mut routes = HashMap::new();
         for route in &config.routes {
             let auth = Authenticator::new(&route.auth, auth_client.clone()).map_err(|source| {
@@ -288,11 +333,20 @@ impl Gateway {
             let Some(pool) = pools.get(route.backend.as_str()) else {
                 continue;
             };
+            let exchange = exchanges.get(route.backend.as_str()).cloned();
+            let access =
+                RouteAccess::new(route, &pool.spec().config, exchange).map_err(|problem| {
+                    StartError::Access {
+                        path: route.path.clone(),
+                        problem,
+                    }
+                })?;
             let route = Arc::new(Route {
                 config: route.clone(),
                 pool: pool.clone(),
                 tool_headers: Default::default(),
                 auth,
+                access: Arc::new(access),
                 metrics: metrics.clone(),
             });
             let stack = route_stack(
@@ -305,6 +359,7 @@ impl Gateway {
                     legacy: &legacy,
                     drain: &drain,
                     calls_end: &calls_end,
+                    audit: &audit,
                 },
             );
             routes.insert(route.config.path.clone(), (route, stack));
@@ -326,6 +381,7 @@ impl Gateway {
             drain,
             calls_end,
             connections,
+            audit,
         }))
     }
 
@@ -452,6 +508,10 @@ impl Gateway {
         self.legacy.close_all().await;
         for pool in &self.pools {
             pool.shutdown().await;
+        }
+        // Last: the calls ended above (cancelled ones included) are in the log.
+        if let Some(audit) = &self.audit {
+            audit.close().await;
         }
     }
 

@@ -70,10 +70,7 @@ where
         };
         let method = request.body().method();
         // Set by the authentication layer above; without it the call below refuses the request.
-        let principal = request
-            .extensions()
-            .get::<Principal>()
-            .map(|p| p.0.as_str());
+        let principal = request.extensions().get::<Principal>().map(Principal::name);
         // Only an interruptible method's request carries a retry token.
         let location = match principal {
             Some(principal) => {

@@ -12,12 +12,15 @@ use http::{Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::route::Route;
 use super::translate;
+use crate::access::CallerAccess;
+use crate::audit::{AuditOutcome, PendingAudit};
 use crate::error::GatewayError;
 use crate::http_serve::{
     error_response, json_bytes_response, labeled, sse_event, sse_frame, sse_response, Body,
@@ -89,6 +92,13 @@ pub(crate) struct Reply {
     pub method: Method,
     /// A retry's result must not be cached.
     pub retry: bool,
+    /// Lists are filtered by what this caller may see.
+    pub caller: Arc<CallerAccess>,
+    /// The call's audit record, finished by its last answer; dropped unfinished (the client
+    /// went away), it records the call cancelled.
+    pub audit: Option<PendingAudit>,
+    /// Rounds the call went through before this request.
+    pub rounds_before: u32,
 }
 
 impl Reply {
@@ -106,8 +116,49 @@ impl Reply {
         }
     }
 
+    /// Finishes the audit record with the outcome about to be written.
+    fn audit(&mut self, outcome: &Outcome) {
+        let Some(audit) = self.audit.take() else {
+            return;
+        };
+        let (verdict, rounds, error) = match outcome {
+            Outcome::Final(result) => {
+                let failed = serde_json::from_str::<ToolFailure>(result.get())
+                    .is_ok_and(|result| result.is_error);
+                let verdict = if failed {
+                    AuditOutcome::Error
+                } else {
+                    AuditOutcome::Ok
+                };
+                (verdict, self.rounds_before, None)
+            }
+            Outcome::InputRequired(_) => {
+                (AuditOutcome::InputRequired, self.rounds_before + 1, None)
+            }
+            Outcome::Error(error) => (
+                AuditOutcome::Error,
+                self.rounds_before,
+                Some(error.to_string()),
+            ),
+        };
+        audit.finish(verdict, rounds, error);
+    }
+
+    /// A list result without what the caller may not see; other results as they are.
+    fn visible(&self, result: Box<RawValue>) -> Box<RawValue> {
+        if !self.method.is_list() || !self.caller.filters_lists() {
+            return result;
+        }
+        let Ok(mut members) = serde_json::from_str::<Map<String, Value>>(result.get()) else {
+            return result;
+        };
+        self.caller.filter_list(self.method, &mut members);
+        serde_json::value::to_raw_value(&members).unwrap_or(result)
+    }
+
     /// The JSON-RPC message for an outcome, written.
-    fn message(&self, outcome: Outcome) -> (Vec<u8>, StatusCode) {
+    fn message(&mut self, outcome: Outcome) -> (Vec<u8>, StatusCode) {
+        self.audit(&outcome);
         // Read when the message is written: the first session may have started meanwhile.
         let init = match &outcome {
             Outcome::Error(_) => None,
@@ -116,6 +167,7 @@ impl Reply {
         let server_info = init.as_deref().and_then(|init| init.get("serverInfo"));
         match outcome {
             Outcome::Final(result) => {
+                let result = self.visible(result);
                 if self.method == Method::ToolsList {
                     if let Ok(list) = serde_json::from_str::<Value>(result.get()) {
                         self.route
@@ -153,11 +205,14 @@ impl Reply {
         }
     }
 
-    fn json(&self, outcome: Outcome) -> Response<Body> {
+    fn json(mut self, outcome: Outcome) -> Response<Body> {
         let label = outcome_label(&outcome);
         let response = match outcome {
             // With the headers an error's status takes (`Retry-After`).
-            Outcome::Error(error) => error_response(Some(self.id.clone()), &error),
+            Outcome::Error(error) => {
+                self.audit(&Outcome::Error(error.clone()));
+                error_response(Some(self.id.clone()), &error)
+            }
             outcome => {
                 let (message, status) = self.message(outcome);
                 json_bytes_response(status, message)
@@ -183,7 +238,7 @@ impl Reply {
         let rest = stream::unfold(Some((events, keep_alive, self)), move |state| {
             let calls_end = calls_end.clone();
             async move {
-                let (mut events, mut keep_alive, reply) = state?;
+                let (mut events, mut keep_alive, mut reply) = state?;
                 tokio::select! {
                     biased;
                     event = events.recv() => match event {
@@ -212,6 +267,13 @@ impl Reply {
         });
         sse_response(StreamBody::new(frames).boxed_unsync(), method, "stream")
     }
+}
+
+/// Whether a tool's result reports its failure (`isError`), for the audit record.
+#[derive(serde::Deserialize)]
+struct ToolFailure {
+    #[serde(default, rename = "isError")]
+    is_error: bool,
 }
 
 /// A round handed to a client: counted per route, and its questions per kind.

@@ -7,6 +7,7 @@ use http::{HeaderMap, Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
 use super::param_headers::ToolHeaders;
+use crate::access::RouteAccess;
 use crate::auth::Authenticator;
 use crate::backend::pool::Pool;
 use crate::config::RouteConfig;
@@ -25,6 +26,8 @@ pub(crate) struct Route {
     /// `x-mcp-header` annotations learned from this route's `tools/list` results.
     pub tool_headers: ToolHeaders,
     pub auth: Authenticator,
+    /// Required scopes, policy, and what the backend is told about callers.
+    pub access: Arc<RouteAccess>,
     pub metrics: Arc<Metrics>,
 }
 
@@ -67,11 +70,15 @@ impl Route {
             return error_response(None, &GatewayError::MethodNotAllowed);
         }
         let headers = request.headers();
-        let metadata = json!({
+        let mut metadata = json!({
             "resource": self.resource(headers),
             "authorization_servers": self.config.authorization_servers,
             "bearer_methods_supported": ["header"],
         });
+        let scopes = self.access.scopes_supported();
+        if !scopes.is_empty() {
+            metadata["scopes_supported"] = json!(scopes);
+        }
         json_response(StatusCode::OK, &metadata)
     }
 }

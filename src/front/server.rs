@@ -58,6 +58,13 @@ pub enum StartError {
     Keys(#[from] KeyError),
     #[error("route {path}: {source}")]
     Auth { path: String, source: AuthError },
+    #[error("{path}: {problem}")]
+    Access { path: String, problem: String },
+    #[error("audit file {file}: {source}")]
+    Audit {
+        file: String,
+        source: std::io::Error,
+    },
     #[error("fleet client: {0}")]
     Fleet(#[from] crate::http_client::TlsSetupError),
     #[error("cannot listen on {addr}: {source}")]

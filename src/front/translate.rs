@@ -44,6 +44,9 @@ pub fn stamp_result(
         // Results of retries must not be cached, yet the fields are required.
         let (ttl, scope) = if retry {
             (0, "private")
+        } else if !route.policy.is_empty() {
+            // What a caller sees depends on who it is: no shared cache may keep it.
+            (route.ttl_ms, "private")
         } else {
             (route.ttl_ms, route.cache_scope.as_str())
         };

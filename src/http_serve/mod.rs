@@ -13,6 +13,6 @@ pub(crate) use self::body::{accepts, MediaTypes, ReadBodyLayer};
 pub(crate) use self::headers::{decode_header_value, header_str};
 pub(crate) use self::response::{
     empty, error_outcome, error_response, full, json_bytes_response, json_response, labeled,
-    labeled_in, not_found, panicked, Body, Labels,
+    labeled_in, not_found, panicked, scope_challenge, Body, Labels,
 };
 pub(crate) use self::sse::{answer_early, sse_event, sse_frame, sse_response, KEEP_ALIVE};

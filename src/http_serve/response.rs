@@ -116,6 +116,28 @@ pub(crate) fn error_outcome(error: &GatewayError) -> &'static str {
     }
 }
 
+/// Adds to a 403 for [`GatewayError::InsufficientScope`] the challenge that names the scopes
+/// needed and where the route's metadata is (RFC 6750 §3.1, RFC 9728 §5.1): a client steps up
+/// by asking its authorization server for a token with them. Both eras answer with it.
+pub(crate) fn scope_challenge(
+    metadata_url: &str,
+    error: &GatewayError,
+    response: &mut Response<Body>,
+) {
+    let GatewayError::InsufficientScope { scopes } = error else {
+        return;
+    };
+    let challenge = format!(
+        "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{metadata_url}\"",
+        scopes.join(" ")
+    );
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(http::header::WWW_AUTHENTICATE, value);
+    }
+}
+
 /// The answer to a request whose handling panicked: a JSON-RPC internal error, 500.
 pub(crate) fn panicked(panic: Box<dyn std::any::Any + Send + 'static>) -> Response<Body> {
     let detail = panic

@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use self::session::LegacySession;
+use crate::access::CallerAccess;
 use crate::config::{LegacyConfig, ANONYMOUS};
 use crate::error::{GatewayError, HeldError};
 use crate::metrics::Metrics;
@@ -159,12 +160,14 @@ impl LegacySessions {
     /// Starts a session for a client's `initialize`: a backend session of its own, the
     /// `initialize` sent on it as is. Returns the backend's response, and the client's session
     /// id when the backend accepted.
-    pub async fn initialize(
+    pub(crate) async fn initialize(
         self: &Arc<Self>,
         endpoint: &serve::Endpoint,
-        principal: &str,
+        caller: &Arc<CallerAccess>,
         message: Value,
     ) -> Result<(Value, Option<String>), GatewayError> {
+        let principal = caller.principal();
+        let identity = caller.session_identity().await?;
         let key = random_id();
         // With `auth.mode = "none"` every caller is one principal: only the total counts.
         let counted_as = if principal == ANONYMOUS {
@@ -184,6 +187,8 @@ impl LegacySessions {
             key.clone(),
             self,
             endpoint.pool.spec(),
+            &identity,
+            caller.clone(),
             self.config.replay_events,
             place,
         )

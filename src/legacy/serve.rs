@@ -11,7 +11,9 @@
 //!   forwarded there (GET streams included), as a retry of a held call is.
 //!
 //! The checks both eras share ran before: Host and Origin, authentication, media types, the
-//! body read within its limits and parsed as JSON.
+//! body read within its limits and parsed as JSON. The route's policy applies here as on
+//! 2026-07-28 requests: a hidden item is an unknown name and its use never reaches the backend;
+//! lists and resource updates leave out what the caller may not see ([`super::session`]).
 
 use std::sync::Arc;
 
@@ -24,11 +26,14 @@ use serde_json::Value;
 use super::session::LegacySession;
 use super::streams::parse_event_id;
 use super::{EndReason, LegacySessions, Located};
+use crate::access::CallerAccess;
+use crate::audit::{AuditLog, AuditOutcome, PendingFields};
 use crate::backend::pool::Pool;
 use crate::error::GatewayError;
 use crate::fleet::{forwarded_by, Fleet};
 use crate::http_serve::{
-    accepts, empty, error_outcome, error_response, json_response, labeled_in, sse_response, Body,
+    accepts, empty, error_outcome, error_response, json_response, labeled_in, scope_challenge,
+    sse_response, Body,
 };
 use crate::jsonrpc::Message;
 use crate::protocol::Era;
@@ -47,7 +52,7 @@ pub(crate) fn refused(id: Option<Value>, error: &GatewayError, method: Method) -
 }
 
 /// The MCP endpoint a session lives on: its path, and the backend its sessions connect to.
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     pub path: String,
     pub pool: Arc<Pool>,
 }
@@ -75,6 +80,15 @@ pub(crate) struct Door {
     pub sessions: Arc<LegacySessions>,
     pub endpoint: Endpoint,
     pub fleet: Option<Arc<Fleet>>,
+    /// `[audit]`, if configured.
+    pub audit: Option<Arc<AuditLog>>,
+}
+
+/// Who sent a request, as the route's rules see them, and where a step-up learns how.
+pub(crate) struct LegacyCaller<'a> {
+    pub access: &'a Arc<CallerAccess>,
+    /// The route's protected resource metadata URL, named in a 403's challenge.
+    pub metadata_url: &'a str,
 }
 
 impl Door {
@@ -83,13 +97,13 @@ impl Door {
         &self,
         head: http::request::Parts,
         request: LegacyRequest,
-        principal: &str,
+        caller: LegacyCaller<'_>,
     ) -> Response<Body> {
         match request {
             LegacyRequest::Initialize { id, message } => {
-                self.initialize(principal, id, message).await
+                self.initialize(caller.access, id, message).await
             }
-            LegacyRequest::Session(request) => self.in_session(head, request, principal).await,
+            LegacyRequest::Session(request) => self.in_session(head, request, caller).await,
         }
     }
 
@@ -99,10 +113,15 @@ impl Door {
     }
 
     /// Answers a client's `initialize`: a session of its own, or the backend's refusal.
-    async fn initialize(&self, principal: &str, id: Value, message: Value) -> Response<Body> {
+    async fn initialize(
+        &self,
+        caller: &Arc<CallerAccess>,
+        id: Value,
+        message: Value,
+    ) -> Response<Body> {
         match self
             .sessions
-            .initialize(&self.endpoint, principal, message)
+            .initialize(&self.endpoint, caller, message)
             .await
         {
             Ok((response, Some(session_id))) => {
@@ -126,13 +145,14 @@ impl Door {
         &self,
         head: http::request::Parts,
         request: SessionRequest,
-        principal: &str,
+        caller: LegacyCaller<'_>,
     ) -> Response<Body> {
-        match self
-            .sessions
-            .locate(&request.token, principal, &self.endpoint.path)
-        {
-            Located::Here(session) => self.apply(session, &head, request).await,
+        match self.sessions.locate(
+            &request.token,
+            caller.access.principal(),
+            &self.endpoint.path,
+        ) {
+            Located::Here(session) => self.apply(session, &head, request, caller).await,
             Located::Replica(owner) => match &self.fleet {
                 Some(fleet) if forwarded_by(&head.headers).is_none() => {
                     let response = fleet
@@ -152,6 +172,7 @@ impl Door {
         session: Arc<LegacySession>,
         head: &http::request::Parts,
         request: SessionRequest,
+        caller: LegacyCaller<'_>,
     ) -> Response<Body> {
         let busy = session.busy();
         let headers = &head.headers;
@@ -189,16 +210,17 @@ impl Door {
                 self.sessions.end(session.key(), EndReason::Deleted).await;
                 labeled(empty(StatusCode::OK), Method::Other, "ok")
             }
-            (&HttpMethod::POST, Some(message)) => self.post(session, message, busy),
+            (&HttpMethod::POST, Some(message)) => self.post(session, message, busy, caller).await,
             _ => refused(None, &GatewayError::MethodNotAllowed, Method::Other),
         }
     }
 
-    fn post(
+    async fn post(
         &self,
         session: Arc<LegacySession>,
         message: Value,
         busy: super::session::Busy,
+        caller: LegacyCaller<'_>,
     ) -> Response<Body> {
         let readable_id = message
             .get("id")
@@ -221,14 +243,102 @@ impl Door {
             let error = GatewayError::InvalidRequest("this session is initialized already".into());
             return refused(Some(id), &error, method);
         }
+        let audit = self.begin_audit(&message, method, caller.access);
+        if let Err(error) = check_use(&message, method, caller.access) {
+            if let Some(audit) = audit {
+                audit.finish(AuditOutcome::Denied, 0, Some(error.to_string()));
+            }
+            let mut response = refused(Some(id), &error, method);
+            scope_challenge(caller.metadata_url, &error, &mut response);
+            return response;
+        }
+        // Renews the caller's exchanged token for the session's next messages.
+        if let Err(error) = caller.access.session_identity().await {
+            if let Some(audit) = audit {
+                audit.finish(AuditOutcome::Error, 0, Some(error.to_string()));
+            }
+            return refused(Some(id), &error, method);
+        }
+        session.heard_from(caller.access.clone());
+        let answer = super::session::Answer {
+            method,
+            caller: caller.access.clone(),
+            audit,
+        };
         match session
-            .request(&id, message)
+            .request(&id, message, answer)
             .and_then(|log| log.attach(None, self.sessions.keep_alive))
         {
             Ok(body) => sse_legacy(body, busy, method),
             Err(error) => refused(Some(id), &error, method),
         }
     }
+}
+
+impl Door {
+    /// The audit record of a call, prompt or resource read, if the log is kept.
+    fn begin_audit(
+        &self,
+        message: &Value,
+        method: Method,
+        caller: &CallerAccess,
+    ) -> Option<crate::audit::PendingAudit> {
+        let audit = self.audit.as_ref()?;
+        if !method.is_interruptible() {
+            return None;
+        }
+        let params = message.get("params");
+        let trace_id = params
+            .and_then(|p| p.pointer("/_meta/traceparent"))
+            .and_then(Value::as_str)
+            .and_then(|parent| {
+                crate::telemetry::trace_id_of(&[("traceparent", parent.to_string())])
+            });
+        Some(
+            audit.begin(PendingFields {
+                principal: Some(caller.principal().to_string()),
+                route: self.endpoint.path.clone(),
+                era: Era::Legacy,
+                method: method.as_str().to_string(),
+                name: target_of(message, method).map(String::from),
+                trace_id,
+                arguments: audit
+                    .wants_arguments()
+                    .then(|| params.and_then(|p| p.get("arguments")).cloned())
+                    .flatten(),
+            }),
+        )
+    }
+}
+
+/// The name a request uses: a tool's or prompt's name, a resource's URI.
+fn target_of(message: &Value, method: Method) -> Option<&str> {
+    let params = message.get("params")?;
+    let key = match method {
+        Method::ToolsCall | Method::PromptsGet => "name",
+        _ => "uri",
+    };
+    params.get(key)?.as_str()
+}
+
+/// Whether the caller may use what the request names (its subscriptions included).
+fn check_use(message: &Value, method: Method, caller: &CallerAccess) -> Result<(), GatewayError> {
+    let empty = serde_json::Map::new();
+    let params = message
+        .get("params")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let subscription = matches!(
+        message.get("method").and_then(Value::as_str),
+        Some("resources/subscribe" | "resources/unsubscribe")
+    );
+    // A subscription names a resource as a read does.
+    let method = if subscription {
+        Method::ResourcesRead
+    } else {
+        method
+    };
+    caller.may_use(method, target_of(message, method), params, Era::Legacy)
 }
 
 /// An SSE response that keeps its session busy (not idle) until the client lets go.

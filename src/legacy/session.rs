@@ -11,6 +11,9 @@
 //!   in flight, as the legacy transport has it ("related to the originating request"), or the
 //!   standalone stream when none is.
 //!
+//! What the route's policy hides is left out on the way: a list result's hidden items, and
+//! updates of hidden resources. A call's response finishes its audit record.
+//!
 //! Task: one reader per session, owned by it (aborted when the session is dropped); it ends the
 //! session when the backend closes.
 
@@ -25,10 +28,14 @@ use tokio::task::JoinHandle;
 
 use super::streams::{StreamLog, Streams};
 use super::LegacySessions;
+use crate::access::CallerAccess;
+use crate::audit::{AuditOutcome, PendingAudit};
+use crate::backend::identity::SessionIdentity;
 use crate::backend::{Transport, TransportEvent};
 use crate::error::{BackendError, GatewayError};
 use crate::jsonrpc::codes;
 use crate::mrtr::quota::Place;
+use crate::protocol::Method;
 use crate::sync::LockRecovered;
 
 /// Announcements that concern no request: they go where a client listens for such things.
@@ -49,14 +56,36 @@ pub struct LegacySession {
     open: AtomicUsize,
     last_seen: Mutex<Instant>,
     reader: Mutex<Option<JoinHandle<()>>>,
+    /// The client as its latest request showed it: updates of resources its policy hides are
+    /// not passed on.
+    caller: Mutex<Arc<CallerAccess>>,
     /// The session's place in the `[legacy]` limits, given back when it is dropped.
     _place: Place,
 }
 
+/// What a request's response goes through on its way to the client.
+pub(crate) struct Answer {
+    pub method: Method,
+    /// Whose list it is: hidden items are left out.
+    pub caller: Arc<CallerAccess>,
+    /// Finished by the response; dropped without one (the session ended first), the call is
+    /// recorded cancelled.
+    pub audit: Option<PendingAudit>,
+}
+
+/// A request whose response has not come.
+struct InFlight {
+    order: u64,
+    log: Arc<StreamLog>,
+    answer: Answer,
+    /// Requests of the backend the request's stream carried: its rounds, for the audit.
+    rounds: u32,
+}
+
 #[derive(Default)]
 struct Routing {
-    /// Requests whose response has not come, by id (as JSON text), with their order.
-    in_flight: HashMap<String, (u64, Arc<StreamLog>)>,
+    /// Requests whose response has not come, by id (as JSON text).
+    in_flight: HashMap<String, InFlight>,
     order: u64,
     /// Progress tokens (as JSON text) to the request that gave them.
     progress: HashMap<String, String>,
@@ -66,11 +95,10 @@ struct Routing {
 }
 
 impl Routing {
-    fn newest(&self) -> Option<&Arc<StreamLog>> {
+    fn newest(&mut self) -> Option<&mut InFlight> {
         self.in_flight
-            .values()
-            .max_by_key(|(order, _)| *order)
-            .map(|(_, log)| log)
+            .values_mut()
+            .max_by_key(|request| request.order)
     }
 
     /// The waiter of the client's `initialize`, if `key` is its id.
@@ -81,10 +109,10 @@ impl Routing {
         None
     }
 
-    fn take(&mut self, key: &str) -> Option<Arc<StreamLog>> {
-        let (_, log) = self.in_flight.remove(key)?;
+    fn take(&mut self, key: &str) -> Option<InFlight> {
+        let request = self.in_flight.remove(key)?;
         self.progress.retain(|_, request| request != key);
-        Some(log)
+        Some(request)
     }
 }
 
@@ -112,15 +140,17 @@ fn internal_error(id: &Value, message: &str) -> Value {
 
 impl LegacySession {
     /// Connects a backend session for one client; the reader starts at once.
-    pub async fn connect(
+    pub(crate) async fn connect(
         key: String,
         sessions: &Arc<LegacySessions>,
         spec: &crate::backend::BackendSpec,
+        identity: &SessionIdentity,
+        caller: Arc<CallerAccess>,
         keep: usize,
         place: Place,
     ) -> Result<Arc<Self>, BackendError> {
         let (inbound, events) = mpsc::channel(64);
-        let transport = Transport::connect(spec, inbound).await?;
+        let transport = Transport::connect(spec, identity, inbound).await?;
         let session = Arc::new(Self {
             key,
             transport,
@@ -129,6 +159,7 @@ impl LegacySession {
             open: AtomicUsize::new(0),
             last_seen: Mutex::new(Instant::now()),
             reader: Mutex::new(None),
+            caller: Mutex::new(caller),
             _place: place,
         });
         let reader = tokio::spawn(read_backend(
@@ -195,8 +226,18 @@ impl LegacySession {
         self.routing.lock_recovered().in_flight.len()
     }
 
+    /// The client's latest request came from `caller`.
+    pub(crate) fn heard_from(&self, caller: Arc<CallerAccess>) {
+        *self.caller.lock_recovered() = caller;
+    }
+
     /// Sends a client request; its response, and what relates to it, go to the stream returned.
-    pub fn request(&self, id: &Value, message: Value) -> Result<Arc<StreamLog>, GatewayError> {
+    pub(crate) fn request(
+        &self,
+        id: &Value,
+        message: Value,
+        answer: Answer,
+    ) -> Result<Arc<StreamLog>, GatewayError> {
         let key = id_key(id);
         let log = {
             let mut routing = self.routing.lock_recovered();
@@ -211,7 +252,15 @@ impl LegacySession {
             let log = self.streams.open();
             routing.order += 1;
             let order = routing.order;
-            routing.in_flight.insert(key.clone(), (order, log.clone()));
+            routing.in_flight.insert(
+                key.clone(),
+                InFlight {
+                    order,
+                    log: log.clone(),
+                    answer,
+                    rounds: 0,
+                },
+            );
             if let Some(token) = message.pointer("/params/_meta/progressToken") {
                 routing.progress.insert(id_key(token), key.clone());
             }
@@ -244,10 +293,11 @@ impl LegacySession {
                     return;
                 }
                 match routing.take(&key) {
-                    Some(log) => {
+                    Some(request) => {
                         drop(routing);
-                        log.push(&message);
-                        log.finish();
+                        let message = answered(request.answer, request.rounds, message);
+                        request.log.push(&message);
+                        request.log.finish();
                     }
                     None => tracing::debug!(id = %key, "response to no request in flight dropped"),
                 }
@@ -257,16 +307,30 @@ impl LegacySession {
                 .pointer("/params/progressToken")
                 .and_then(|token| routing.progress.get(&id_key(token)))
                 .and_then(|request| routing.in_flight.get(request))
-                .map(|(_, log)| log.clone())
-                .or_else(|| routing.newest().cloned()),
+                .map(|request| request.log.clone())
+                .or_else(|| routing.newest().map(|request| request.log.clone())),
+            (Some("notifications/resources/updated"), _) if !self.hears_of(&message) => {
+                return;
+            }
             (Some(method), _) if UNRELATED.contains(&method) => {
                 let standalone = self.streams.standalone();
                 match standalone {
                     Some(log) if log.is_attached() => Some(log),
-                    standalone => routing.newest().cloned().or(standalone),
+                    standalone => routing
+                        .newest()
+                        .map(|request| request.log.clone())
+                        .or(standalone),
                 }
             }
-            _ => routing.newest().cloned(),
+            (Some(_), Some(_)) => routing.newest().map(|request| {
+                // A request of the backend's, on the stream of the call it belongs to: a round.
+                request.rounds += 1;
+                if let Some(audit) = request.answer.audit.as_mut() {
+                    audit.set_rounds(request.rounds);
+                }
+                request.log.clone()
+            }),
+            _ => routing.newest().map(|request| request.log.clone()),
         };
         drop(routing);
         if let Some(log) = target.or_else(|| self.streams.standalone()) {
@@ -282,36 +346,38 @@ impl LegacySession {
             let _ = answered.send(internal_error(id, reason));
             return;
         }
-        if let Some(log) = routing.take(&key) {
+        if let Some(request) = routing.take(&key) {
             drop(routing);
-            log.push(&internal_error(
-                id,
-                &format!("Backend unavailable: {reason}"),
-            ));
-            log.finish();
+            let message = internal_error(id, &format!("Backend unavailable: {reason}"));
+            let message = answered(request.answer, request.rounds, message);
+            request.log.push(&message);
+            request.log.finish();
         }
     }
 
     /// Nothing more reaches the backend: requests in flight are answered with `why`, and every
     /// stream finishes.
     fn end_streams(&self, why: &str) {
-        let in_flight: Vec<(String, Arc<StreamLog>)> = {
+        let in_flight: Vec<(String, InFlight)> = {
             let mut routing = self.routing.lock_recovered();
             routing.ended = true;
             routing.init = None;
             routing.progress.clear();
-            routing
-                .in_flight
-                .drain()
-                .map(|(key, (_, log))| (key, log))
-                .collect()
+            routing.in_flight.drain().collect()
         };
-        for (key, log) in in_flight {
+        for (key, request) in in_flight {
             let id: Value = serde_json::from_str(&key).unwrap_or(Value::Null);
-            log.push(&internal_error(&id, why));
-            log.finish();
+            let message = answered(request.answer, request.rounds, internal_error(&id, why));
+            request.log.push(&message);
+            request.log.finish();
         }
         self.streams.finish_all();
+    }
+
+    /// Whether the client may hear of the resource an update names.
+    fn hears_of(&self, update: &Value) -> bool {
+        let uri = update.pointer("/params/uri").and_then(Value::as_str);
+        uri.is_some_and(|uri| self.caller.lock_recovered().hears_of(uri))
     }
 
     /// Ends the session: its streams, then the backend session (stdin closed or the child
@@ -328,6 +394,36 @@ impl Drop for LegacySession {
             reader.abort();
         }
     }
+}
+
+/// A response as the client gets it: a list without what the caller may not see; the call's
+/// audit record finished.
+fn answered(answer: Answer, rounds: u32, mut message: Value) -> Value {
+    let Answer {
+        method,
+        caller,
+        audit,
+    } = answer;
+    if method.is_list() {
+        if let Some(Value::Object(result)) = message.get_mut("result") {
+            caller.filter_list(method, result);
+        }
+    }
+    if let Some(audit) = audit {
+        let (outcome, error) = match (message.get("error"), message.pointer("/result/isError")) {
+            (Some(error), _) => (
+                AuditOutcome::Error,
+                error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(String::from),
+            ),
+            (None, Some(Value::Bool(true))) => (AuditOutcome::Error, None),
+            (None, _) => (AuditOutcome::Ok, None),
+        };
+        audit.finish(outcome, rounds, error);
+    }
+    message
 }
 
 /// Reads what the backend sends until it closes, then ends the session.

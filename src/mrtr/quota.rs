@@ -11,7 +11,7 @@ use dashmap::DashMap;
 use crate::error::HeldError;
 
 /// One place taken in a [`Quota`], given back when dropped.
-pub struct Place {
+pub(crate) struct Place {
     quota: Arc<Quota>,
     principal: String,
 }

@@ -88,6 +88,14 @@ impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
         }
     }
 
+    /// The rounds a retry's call went through, as its `requestState` says (0 if it does not
+    /// open): for the audit record, never for a decision.
+    pub fn round_of(&self, token: &str) -> u32 {
+        self.key_ring()
+            .open(token)
+            .map_or(0, |payload| payload.round)
+    }
+
     /// Verifies a retry and, if everything holds, resumes its call with the answers.
     pub async fn redeem(
         self: &Arc<Self>,

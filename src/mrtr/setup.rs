@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use super::call::{CallDriver, LeasedCall, RequestScope, Settle};
 use super::state::params_digest;
 use super::{Bridge, CallBinding, Event, Outcome, Redeemed, Started};
+use crate::backend::identity::SessionIdentity;
 use crate::backend::pool::{Pool, PoolKey, Purpose};
 use crate::error::GatewayError;
 use crate::protocol::{Method, META_PREFIX};
@@ -35,6 +36,8 @@ pub struct Caller {
     /// The route path the request came in on.
     pub route: String,
     pub principal: String,
+    /// What the backend is told about the caller: sessions are keyed by it too.
+    pub(crate) identity: Arc<SessionIdentity>,
 }
 
 /// A request the bridge forwards to the backend, as the front parsed it once: what the bridge
@@ -70,7 +73,11 @@ impl Bridge {
         // Running from here, waiting for a session included: a draining gateway waits for it.
         // `start` counts the call itself from its first step.
         let setting_up = self.tasks.token();
-        let Caller { route, principal } = caller;
+        let Caller {
+            route,
+            principal,
+            identity,
+        } = caller;
         let ForwardedCall {
             method,
             target,
@@ -128,7 +135,7 @@ impl Bridge {
         };
 
         let profile = pool.profile_for(&scope.client_capabilities);
-        let key = PoolKey::new(&binding.principal, &profile);
+        let key = PoolKey::with_identity(&binding.principal, &profile, identity);
         let purpose = if interruptible {
             Purpose::Interruptible
         } else {
@@ -181,19 +188,19 @@ impl Bridge {
 
     /// The backend's `InitializeResult` for `server/discover`: the cached one, or a session's
     /// when no session started yet or every one started before the backend's last list change.
-    pub async fn server_init(
+    pub(crate) async fn server_init(
         &self,
         pool: &Pool,
         principal: &str,
+        identity: Arc<SessionIdentity>,
         client_capabilities: &Value,
     ) -> Result<Arc<Value>, GatewayError> {
         if let Some(init) = pool.current_init() {
             return Ok(init);
         }
         let profile = pool.profile_for(client_capabilities);
-        let lease = pool
-            .acquire_current(&PoolKey::new(principal, &profile), &profile)
-            .await?;
+        let key = PoolKey::with_identity(principal, &profile, identity);
+        let lease = pool.acquire_current(&key, &profile).await?;
         Ok(lease.init_result())
     }
 }

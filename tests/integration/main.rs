@@ -8,6 +8,7 @@ mod support;
 
 mod admin;
 mod auth;
+mod authz;
 mod cli;
 mod faults;
 mod fleet;

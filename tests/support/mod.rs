@@ -4,6 +4,7 @@
 
 pub mod fleet;
 pub mod gateway;
+pub mod issuer;
 pub mod modern_client;
 pub mod rpc;
 pub mod signal;

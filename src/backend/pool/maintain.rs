@@ -77,6 +77,7 @@ pub(super) async fn maintain(inner: Arc<PoolInner>) {
                 _ = inner.stop.cancelled() => return,
                 s = Session::connect(
                     &inner.spec,
+                    &key.identity,
                     profile,
                     Some(permit),
                     &inner.per_backend,

@@ -46,7 +46,8 @@ use super::listen::{ListenContext, ListenGuard, Listening};
 use super::session::{DroppedNotices, PerBackend, Session};
 use super::BackendSpec;
 
-pub(crate) use crate::error::PoolError;
+pub(crate) use crate::backend::identity::SessionIdentity;
+use crate::error::PoolError;
 use crate::metrics::Metrics;
 use crate::sync::{LockRecovered, RwLockRecovered};
 
@@ -66,18 +67,49 @@ impl Purpose {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// What a session is for: one principal, one capability profile, and what the backend is told
+/// about the caller (sessions told different things are not shared).
+#[derive(Debug, Clone)]
 pub struct PoolKey {
     principal: String,
     profile: String,
+    identity: Arc<SessionIdentity>,
+}
+
+impl PartialEq for PoolKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.principal == other.principal
+            && self.profile == other.profile
+            && self.identity.fingerprint() == other.identity.fingerprint()
+    }
+}
+
+impl Eq for PoolKey {}
+
+impl std::hash::Hash for PoolKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.principal.hash(state);
+        self.profile.hash(state);
+        self.identity.fingerprint().hash(state);
+    }
 }
 
 impl PoolKey {
+    /// The key of a caller the backend is told nothing about.
     pub fn new(principal: &str, profile: &Value) -> Self {
+        Self::with_identity(principal, profile, SessionIdentity::none())
+    }
+
+    pub(crate) fn with_identity(
+        principal: &str,
+        profile: &Value,
+        identity: Arc<SessionIdentity>,
+    ) -> Self {
         Self {
             principal: principal.to_string(),
             // serde_json maps are sorted, so this string is canonical.
             profile: profile.to_string(),
+            identity,
         }
     }
 }
@@ -178,9 +210,15 @@ impl Pool {
     }
 
     /// Keeps `principal`'s listening session open, subscribed to `uris`, while the guard lives.
-    pub fn listen(&self, principal: &str, uris: &[String]) -> ListenGuard {
+    pub(crate) fn listen(
+        &self,
+        principal: &str,
+        identity: Arc<SessionIdentity>,
+        uris: &[String],
+    ) -> ListenGuard {
         let inner = &self.inner;
         inner.listening.listen(principal, uris, || ListenContext {
+            identity,
             spec: inner.spec.clone(),
             per_backend: inner.per_backend.clone(),
             feed: inner.feeds.of(principal),

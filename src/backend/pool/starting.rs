@@ -46,6 +46,7 @@ impl PoolInner {
         let feed = Some(self.feeds.of(&key.principal));
         match Session::connect(
             &self.spec,
+            &key.identity,
             profile.clone(),
             Some(permit),
             &self.per_backend,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 /// first session one wait (`ROOTS_ON_INIT_WAIT`); one that asks is waited for on every new session,
 /// even when it asks from a timer or another task after answering a `ping`.
 #[derive(Debug, Default)]
-pub struct InitRoots(AtomicU8);
+pub(crate) struct InitRoots(AtomicU8);
 
 impl InitRoots {
     const UNKNOWN: u8 = 0;

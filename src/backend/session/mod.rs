@@ -47,6 +47,7 @@ use self::shared::{ForgetOnDrop, SessionCore};
 use self::table::Routing;
 use super::changes::Feed;
 use super::{BackendError, BackendSpec, MessageLimit, Transport};
+use crate::backend::identity::SessionIdentity;
 use crate::config::UnsolicitedPolicy;
 use crate::jsonrpc::{self, JsonRpcError};
 use crate::protocol::{BACKEND_PROTOCOL_VERSION, LEGACY_VERSIONS};
@@ -59,7 +60,7 @@ static SESSION_NUMBERS: AtomicU64 = AtomicU64::new(1);
 
 /// What the sessions of one backend share.
 #[derive(Clone)]
-pub struct PerBackend {
+pub(crate) struct PerBackend {
     /// What they showed about asking for roots at initialization.
     pub init_roots: Arc<InitRoots>,
     /// Counts the notifications their calls had no room for.
@@ -84,8 +85,9 @@ impl Drop for Session {
 impl Session {
     /// Starts the transport and performs `initialize` + `notifications/initialized`, declaring
     /// `capabilities` (the client capabilities of the callers this session will serve).
-    pub async fn connect(
+    pub(crate) async fn connect(
         spec: &BackendSpec,
+        identity: &SessionIdentity,
         capabilities: Value,
         slot: Option<OwnedSemaphorePermit>,
         per_backend: &PerBackend,
@@ -97,12 +99,12 @@ impl Session {
         tracing::Instrument::instrument(
             Self::start(
                 spec,
+                identity,
                 capabilities,
                 slot,
                 per_backend,
                 changes,
                 number,
-                span.clone(),
             ),
             span,
         )
@@ -111,15 +113,17 @@ impl Session {
 
     async fn start(
         spec: &BackendSpec,
+        identity: &SessionIdentity,
         capabilities: Value,
         slot: Option<OwnedSemaphorePermit>,
         per_backend: &PerBackend,
         changes: Option<Arc<Feed>>,
         number: u64,
-        span: tracing::Span,
     ) -> Result<Self, BackendError> {
+        // The session's own span, which `connect` runs this in; its reader runs in it too.
+        let span = tracing::Span::current();
         let (tx, rx) = mpsc::channel(TRANSPORT_BUFFER);
-        let transport = Transport::connect(spec, tx).await?;
+        let transport = Transport::connect(spec, identity, tx).await?;
         let core = Arc::new(SessionCore {
             number,
             backend: spec.name.clone(),

@@ -55,14 +55,14 @@ pub(super) const MAX_QUEUED_NOTICES: usize = 256;
 
 /// The notifications one backend's calls had no room for, by kind.
 #[derive(Clone)]
-pub struct DroppedNotices {
+pub(crate) struct DroppedNotices {
     progress: IntCounter,
     log: IntCounter,
     elicitation_complete: IntCounter,
 }
 
 impl DroppedNotices {
-    pub fn new(metrics: &Metrics, backend: &str) -> Self {
+    pub(crate) fn new(metrics: &Metrics, backend: &str) -> Self {
         let counter = |kind| {
             metrics
                 .backend_events_dropped

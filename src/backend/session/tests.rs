@@ -26,9 +26,16 @@ async fn connect_with(
         init_roots: Arc::default(),
         dropped: DroppedNotices::new(metrics, "peer"),
     };
-    Session::connect(&peer.spec(extra), capabilities, None, &per_backend, changes)
-        .await
-        .unwrap()
+    Session::connect(
+        &peer.spec(extra),
+        &SessionIdentity::default(),
+        capabilities,
+        None,
+        &per_backend,
+        changes,
+    )
+    .await
+    .unwrap()
 }
 
 async fn next(call: &mut ActiveCall) -> CallEvent {

@@ -1,9 +1,9 @@
-//! `[server]` and `[legacy]`: the limits of what the listener accepts and of the legacy
-//! sessions it keeps.
+//! `[server]`, `[legacy]` and `[audit]`: the limits of what the listener accepts, of the legacy
+//! sessions it keeps, and of the audit queue.
 
 use std::time::Duration;
 
-use crate::config::{invalid, ConfigError, LegacyConfig, ServerConfig};
+use crate::config::{invalid, AuditConfig, ConfigError, LegacyConfig, ServerConfig};
 
 /// `[server]`.
 pub(crate) fn check_server(server: &ServerConfig) -> Result<(), ConfigError> {
@@ -68,6 +68,23 @@ pub(crate) fn check_legacy(legacy: &LegacyConfig) -> Result<(), ConfigError> {
     }
     if legacy.replay_events == 0 {
         return Err(invalid("legacy.replay_events", "must be at least 1"));
+    }
+    Ok(())
+}
+
+/// `[audit]`: where records go, and room for them.
+pub(crate) fn check_audit(audit: Option<&AuditConfig>) -> Result<(), ConfigError> {
+    let Some(audit) = audit else {
+        return Ok(());
+    };
+    if audit.file.trim().is_empty() {
+        return Err(invalid(
+            "audit.file",
+            "a path, or \"-\" for standard output",
+        ));
+    }
+    if !(1..=1_000_000).contains(&audit.queue) {
+        return Err(invalid("audit.queue", "must be between 1 and 1000000"));
     }
     Ok(())
 }

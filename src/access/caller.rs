@@ -1,0 +1,309 @@
+//! One route's access rules, built when the gateway starts ([`RouteAccess`]), and one request's
+//! caller as they see it ([`CallerAccess`]): whether it may use an item (else the error a
+//! client gets: an unknown name for a hidden item, 403 for a missing step-up scope), which items
+//! of a list it sees, whether it hears of a resource, and what the backend is told about it.
+//! Both eras ask the same questions here.
+
+use std::sync::{Arc, Weak};
+
+use dashmap::DashMap;
+use http::{HeaderName, HeaderValue};
+use serde_json::{Map, Value};
+
+use super::policy::{Decision, ItemKind, RoutePolicy};
+use crate::auth::Identity;
+use crate::backend::identity::{Credential, SessionIdentity};
+use crate::config::{BackendConfig, RouteConfig};
+use crate::error::GatewayError;
+use crate::exchange::{ExchangeError, TokenExchange};
+use crate::expr::{Expr, Facts};
+use crate::protocol::{Era, Method};
+
+/// Principals whose backend credential is remembered before dead entries are swept.
+const CREDENTIALS_SWEEP_AT: usize = 10_000;
+
+/// A route's rules: required scopes, policy, and what its backend is told about callers.
+pub(crate) struct RouteAccess {
+    required_scopes: Vec<String>,
+    policy: Option<RoutePolicy>,
+    identity_headers: Vec<(HeaderName, Expr)>,
+    identity_env: Vec<(String, Expr)>,
+    exchange: Option<Arc<TokenExchange>>,
+    /// Each principal's credential for the backend, shared by its sessions: a renewed token
+    /// reaches the sessions already open.
+    credentials: DashMap<String, Weak<Credential>>,
+}
+
+impl RouteAccess {
+    /// Compiles the route's policy and its backend's identity expressions (`check-config`
+    /// refused any that do not compile, naming them).
+    pub(crate) fn new(
+        route: &RouteConfig,
+        backend: &BackendConfig,
+        exchange: Option<Arc<TokenExchange>>,
+    ) -> Result<Self, String> {
+        let policy = RoutePolicy::compile(&route.policy)?;
+        let identity_headers = backend
+            .identity_headers
+            .iter()
+            .map(|(name, source)| {
+                let header = HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|e| format!("identity_headers.{name}: {e}"))?;
+                let expr =
+                    Expr::compile(source).map_err(|e| format!("identity_headers.{name}: {e}"))?;
+                Ok((header, expr))
+            })
+            .collect::<Result<_, String>>()?;
+        let identity_env = backend
+            .identity_env
+            .iter()
+            .map(|(name, source)| {
+                let expr =
+                    Expr::compile(source).map_err(|e| format!("identity_env.{name}: {e}"))?;
+                Ok((name.clone(), expr))
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(Self {
+            required_scopes: route.auth.required_scopes().to_vec(),
+            policy,
+            identity_headers,
+            identity_env,
+            exchange,
+            credentials: DashMap::new(),
+        })
+    }
+
+    /// Every scope the route's auth and policy name: the metadata's `scopes_supported`.
+    pub(crate) fn scopes_supported(&self) -> Vec<String> {
+        let mut scopes: Vec<String> = self.required_scopes.clone();
+        if let Some(policy) = &self.policy {
+            scopes.extend(policy.scopes_named().map(String::from));
+        }
+        scopes.sort();
+        scopes.dedup();
+        scopes
+    }
+
+    /// The request's caller as the rules see it; its facts are built once, if anything reads
+    /// them.
+    pub(crate) fn caller(self: &Arc<Self>, identity: Arc<Identity>) -> CallerAccess {
+        let reads_facts = self.policy.is_some()
+            || !self.identity_headers.is_empty()
+            || !self.identity_env.is_empty();
+        let facts = reads_facts
+            .then(|| Facts::new(&identity.principal, &identity.claims, &identity.scopes));
+        CallerAccess {
+            rules: self.clone(),
+            identity,
+            facts,
+        }
+    }
+
+    /// The principal's shared credential, set to `value`.
+    fn credential(&self, principal: &str, value: HeaderValue) -> Arc<Credential> {
+        if let Some(credential) = self.credentials.get(principal).and_then(|c| c.upgrade()) {
+            credential.set(value);
+            return credential;
+        }
+        if self.credentials.len() >= CREDENTIALS_SWEEP_AT {
+            self.credentials.retain(|_, c| c.strong_count() > 0);
+        }
+        let credential = Arc::new(Credential::new(value));
+        self.credentials
+            .insert(principal.to_string(), Arc::downgrade(&credential));
+        credential
+    }
+}
+
+/// One request's caller under its route's rules.
+pub(crate) struct CallerAccess {
+    rules: Arc<RouteAccess>,
+    identity: Arc<Identity>,
+    facts: Option<Facts>,
+}
+
+/// What a method uses, if it uses one named item.
+fn item_used(
+    method: Method,
+    target: Option<&str>,
+    params: &Map<String, Value>,
+) -> Option<(ItemKind, String)> {
+    let named = |kind| target.map(|name| (kind, name.to_string()));
+    match method {
+        Method::ToolsCall => named(ItemKind::Tool),
+        Method::PromptsGet => named(ItemKind::Prompt),
+        Method::ResourcesRead => named(ItemKind::Resource),
+        Method::CompletionComplete => {
+            let reference = params.get("ref")?;
+            match reference.get("type").and_then(Value::as_str)? {
+                "ref/prompt" => Some((
+                    ItemKind::Prompt,
+                    reference.get("name")?.as_str()?.to_string(),
+                )),
+                "ref/resource" => Some((
+                    ItemKind::Resource,
+                    reference.get("uri")?.as_str()?.to_string(),
+                )),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+impl CallerAccess {
+    pub(crate) fn principal(&self) -> &str {
+        &self.identity.principal
+    }
+
+    fn decide(&self, method: Method, kind: ItemKind, name: &str) -> Decision {
+        match (&self.rules.policy, &self.facts) {
+            (Some(policy), Some(facts)) => policy.decide(facts, method.as_str(), kind, name),
+            _ => Decision::Allow,
+        }
+    }
+
+    /// Whether this request may use what it names: a hidden item is an unknown name, a step-up
+    /// the token lacks is [`GatewayError::InsufficientScope`] with every scope the use needs.
+    /// `params` are the request's (a completion names its prompt or resource there).
+    pub(crate) fn may_use(
+        &self,
+        method: Method,
+        target: Option<&str>,
+        params: &Map<String, Value>,
+        era: Era,
+    ) -> Result<(), GatewayError> {
+        if self.rules.policy.is_none() {
+            return Ok(());
+        }
+        let Some((kind, name)) = item_used(method, target, params) else {
+            return Ok(());
+        };
+        match self.decide(method, kind, &name) {
+            Decision::Allow => Ok(()),
+            Decision::Hidden => Err(hidden(method, kind, &name, era)),
+            Decision::StepUp(scopes) => {
+                let mut needed = self.rules.required_scopes.clone();
+                for scope in scopes {
+                    if !needed.contains(&scope) {
+                        needed.push(scope);
+                    }
+                }
+                Err(GatewayError::InsufficientScope { scopes: needed })
+            }
+        }
+    }
+
+    /// Whether list results are filtered for this caller.
+    pub(crate) fn filters_lists(&self) -> bool {
+        self.rules.policy.is_some()
+    }
+
+    /// Whether the caller sees `name` in a list (allowed, or allowed after a step-up).
+    fn lists(&self, method: Method, kind: ItemKind, name: &str) -> bool {
+        !matches!(self.decide(method, kind, name), Decision::Hidden)
+    }
+
+    /// Leaves out of a list result what the caller may not see. `false` when the method's
+    /// result is not a list this filters.
+    pub(crate) fn filter_list(&self, method: Method, result: &mut Map<String, Value>) -> bool {
+        if self.rules.policy.is_none() {
+            return false;
+        }
+        let (member, kind, key) = match method {
+            Method::ToolsList => ("tools", ItemKind::Tool, "name"),
+            Method::PromptsList => ("prompts", ItemKind::Prompt, "name"),
+            Method::ResourcesList => ("resources", ItemKind::Resource, "uri"),
+            Method::ResourcesTemplatesList => {
+                ("resourceTemplates", ItemKind::Resource, "uriTemplate")
+            }
+            _ => return false,
+        };
+        if let Some(Value::Array(items)) = result.get_mut(member) {
+            // An item without its name cannot be matched by any rule: hidden.
+            items.retain(|item| {
+                item.get(key)
+                    .and_then(Value::as_str)
+                    .is_some_and(|name| self.lists(method, kind, name))
+            });
+        }
+        true
+    }
+
+    /// Whether the caller may hear of changes to the resource `uri` (`resources/updated`).
+    pub(crate) fn hears_of(&self, uri: &str) -> bool {
+        self.rules.policy.is_none() || self.lists(Method::ResourcesRead, ItemKind::Resource, uri)
+    }
+
+    /// What the backend is told about this caller: identity headers and environment evaluated,
+    /// and its exchanged token renewed when due.
+    pub(crate) async fn session_identity(&self) -> Result<Arc<SessionIdentity>, GatewayError> {
+        let rules = &self.rules;
+        if rules.identity_headers.is_empty()
+            && rules.identity_env.is_empty()
+            && rules.exchange.is_none()
+        {
+            return Ok(SessionIdentity::none());
+        }
+        let mut headers = Vec::with_capacity(rules.identity_headers.len());
+        let mut env = Vec::with_capacity(rules.identity_env.len());
+        if let Some(facts) = &self.facts {
+            for (name, expr) in &rules.identity_headers {
+                let text = expr.text(facts).map_err(|e| {
+                    GatewayError::IdentityUnavailable(format!("identity_headers.{name}: {e}"))
+                })?;
+                let value = HeaderValue::from_str(&text).map_err(|_| {
+                    GatewayError::IdentityUnavailable(format!(
+                        "identity_headers.{name}: the value is not a valid header value"
+                    ))
+                })?;
+                headers.push((name.clone(), value));
+            }
+            for (name, expr) in &rules.identity_env {
+                let text = expr.text(facts).map_err(|e| {
+                    GatewayError::IdentityUnavailable(format!("identity_env.{name}: {e}"))
+                })?;
+                if text.contains('\0') {
+                    return Err(GatewayError::IdentityUnavailable(format!(
+                        "identity_env.{name}: the value contains a NUL byte"
+                    )));
+                }
+                env.push((name.clone(), text));
+            }
+        }
+        let credential = match &rules.exchange {
+            None => None,
+            Some(exchange) => {
+                let subject = self.identity.token.as_ref().ok_or_else(|| {
+                    GatewayError::IdentityUnavailable("no caller token to exchange".into())
+                })?;
+                let token = exchange
+                    .token_for(&self.identity.principal, subject.expose())
+                    .await
+                    .map_err(|error| match error {
+                        ExchangeError::Rejected { .. } => {
+                            GatewayError::ExchangeRefused(error.to_string())
+                        }
+                        _ => GatewayError::ExchangeFailed(error.to_string()),
+                    })?;
+                Some(rules.credential(&self.identity.principal, token.authorization().clone()))
+            }
+        };
+        Ok(Arc::new(SessionIdentity::new(headers, env, credential)))
+    }
+}
+
+/// What a caller gets for a hidden item: what the backend answers for a name it lacks.
+fn hidden(method: Method, kind: ItemKind, name: &str, era: Era) -> GatewayError {
+    let as_method = match kind {
+        ItemKind::Tool => Method::ToolsCall,
+        ItemKind::Prompt => Method::PromptsGet,
+        ItemKind::Resource => Method::ResourcesRead,
+    };
+    tracing::debug!(
+        method = method.as_str(),
+        name,
+        "hidden by the route's policy"
+    );
+    GatewayError::unknown_item(as_method, name, era)
+}

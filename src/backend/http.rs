@@ -93,17 +93,7 @@ impl HttpTransport {
             .unwrap_or_default()
             .parse()
             .map_err(|e| BackendError::Connect(format!("bad url: {e}")))?;
-        let mut headers = HeaderMap::new();
-        for (name, value) in &spec.config.headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|e| BackendError::Connect(format!("header {name}: {e}")))?;
-            let value = HeaderValue::from_str(value)
-                .map_err(|e| BackendError::Connect(format!("header {name}: {e}")))?;
-            headers.insert(name, value);
-        }
-        for (name, value) in &identity.headers {
-            headers.insert(name.clone(), value.clone());
-        }
+        let headers = identity.request_headers(&spec.config.headers)?;
         let shared = Arc::new(Shared {
             backend: spec.name.clone(),
             client,

@@ -3,10 +3,13 @@
 //! the token the backend accepts for that caller (`token_exchange`), refreshed in place by
 //! the caller's requests. Never the caller's own token.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use http::{HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use super::BackendError;
 
 /// What a session tells its backend about the caller. Sessions differing in it are different
 /// sessions: a caller whose claims changed gets a new one.
@@ -57,6 +60,27 @@ impl SessionIdentity {
 
     pub(crate) fn fingerprint(&self) -> &str {
         &self.fingerprint
+    }
+
+    /// What every HTTP request of the session carries besides the protocol's own headers: the
+    /// backend's static `headers`, then the caller's identity headers (the configuration
+    /// check keeps their names apart).
+    pub(crate) fn request_headers(
+        &self,
+        configured: &BTreeMap<String, String>,
+    ) -> Result<HeaderMap, BackendError> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in configured {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| BackendError::Connect(format!("header {name}: {e}")))?;
+            let value = HeaderValue::from_str(value)
+                .map_err(|e| BackendError::Connect(format!("header {name}: {e}")))?;
+            headers.insert(name, value);
+        }
+        for (name, value) in &self.headers {
+            headers.insert(name.clone(), value.clone());
+        }
+        Ok(headers)
     }
 }
 

@@ -306,3 +306,148 @@ fn fleet_check_names_the_key_and_wants_shared_keys() {
     ))
     .is_err());
 }
+
+/// An HTTP backend behind a route authenticating with one static token.
+const HTTP_BASE: &str = r#"
+[[route]]
+path = "/mcp"
+backend = "h"
+auth = { mode = "bearer", tokens = [{ principal = "ci", token = "t" }] }
+[backend.h]
+transport = "http"
+url = "http://127.0.0.1:9/mcp"
+"#;
+
+#[test]
+fn identity_check_names_the_key() {
+    let check = |extra: &str, base: &str| {
+        let c = parse(&format!("{base}{extra}\n"));
+        check_identity(&c.backends, &c.routes)
+    };
+    let exchange = r#"token_exchange = { endpoint = "https://as.example/token", client_id = "gw", client_secret = "s" }"#;
+    check(exchange, HTTP_BASE).unwrap();
+    check(
+        r#"identity_headers = { "X-MCP-User" = "claims.sub" }"#,
+        HTTP_BASE,
+    )
+    .unwrap();
+    check(r#"identity_env = { MCP_USER = "claims.sub" }"#, BASE).unwrap();
+    let cases = [
+        (
+            HTTP_BASE,
+            r#"identity_headers = { Authorization = "claims.sub" }"#,
+            "backend.h.identity_headers.Authorization: the gateway sets this header itself (a credential for the backend comes from token_exchange)",
+        ),
+        (
+            HTTP_BASE,
+            r#"identity_headers = { "X User" = "claims.sub" }"#,
+            "backend.h.identity_headers.X User: not a valid header name",
+        ),
+        (
+            HTTP_BASE,
+            "identity_headers = { X-User = \"claims.sub\" }\nheaders = { x-user = \"static\" }",
+            "backend.h.identity_headers.X-User: also set in headers",
+        ),
+        (
+            HTTP_BASE,
+            r#"identity_headers = { X-User = "claims.sub +" }"#,
+            "backend.h.identity_headers.X-User: ",
+        ),
+        (
+            HTTP_BASE,
+            r#"identity_headers = { X-User = "token" }"#,
+            "backend.h.identity_headers.X-User: ",
+        ),
+        (
+            HTTP_BASE,
+            r#"identity_env = { MCP_USER = "claims.sub" }"#,
+            "backend.h.identity_env: applies to transport = \"stdio\" only (identity_headers is HTTP's)",
+        ),
+        (
+            BASE,
+            r#"identity_headers = { X-User = "claims.sub" }"#,
+            "backend.b.identity_headers: applies to transport = \"http\" only (identity_env is stdio's)",
+        ),
+        (
+            BASE,
+            "identity_env = { MCP_USER = \"claims.sub\" }\nenv = { MCP_USER = \"x\" }",
+            "backend.b.identity_env.MCP_USER: also set in env",
+        ),
+        (
+            BASE,
+            r#"identity_env = { "A=B" = "claims.sub" }"#,
+            "backend.b.identity_env.A=B: not a valid environment variable name",
+        ),
+        (
+            BASE,
+            exchange,
+            "backend.b.token_exchange: applies to transport = \"http\" only",
+        ),
+        (
+            HTTP_BASE,
+            &format!("{exchange}\nheaders = {{ authorization = \"Bearer static\" }}"),
+            "backend.h.headers.Authorization: cannot be combined with token_exchange, which sets Authorization",
+        ),
+        (
+            HTTP_BASE,
+            &exchange.replace("https://as.example/token", "/token"),
+            "backend.h.token_exchange.endpoint: must be an absolute http:// or https:// URL",
+        ),
+        (
+            HTTP_BASE,
+            &exchange.replace("client_secret = \"s\"", "client_secret = \"\""),
+            "backend.h.token_exchange.client_secret: must not be empty",
+        ),
+        (
+            HTTP_BASE,
+            &exchange.replace(" }", ", scopes = [\"a b\"] }"),
+            "backend.h.token_exchange.scopes[0]: a scope is a non-empty word without quotes or backslashes",
+        ),
+        (
+            &HTTP_BASE.replace(
+                "auth = { mode = \"bearer\", tokens = [{ principal = \"ci\", token = \"t\" }] }",
+                "",
+            ),
+            exchange,
+            "route[0].auth: backend h exchanges the caller's token (token_exchange): the route must authenticate (mode = \"jwt\" or \"bearer\")",
+        ),
+    ];
+    for (base, extra, expected) in cases {
+        let error = message(check(extra, base));
+        assert!(error.starts_with(expected), "{extra}: {error}");
+    }
+}
+
+#[test]
+fn audit_check_names_the_key() {
+    let audit = |text: &str| parse(&format!("{BASE}\n[audit]\n{text}\n")).audit;
+    check_audit(audit("file = \"-\"").as_ref()).unwrap();
+    check_audit(None).unwrap();
+    assert_eq!(
+        message(check_audit(audit("file = \" \"").as_ref())),
+        "audit.file: a path, or \"-\" for standard output"
+    );
+    assert_eq!(
+        message(check_audit(audit("file = \"-\"\nqueue = 0").as_ref())),
+        "audit.queue: must be between 1 and 1000000"
+    );
+}
+
+/// The README's worked example of a policy (readers and editors) is a configuration the
+/// gateway loads.
+#[test]
+fn the_readme_s_policy_example_loads() {
+    let readme = include_str!("../../../README.md");
+    let start = readme
+        .find("A worked example, readers and editors:")
+        .expect("the example");
+    let block = &readme[start..];
+    let toml_start = block.find("```toml\n").expect("its TOML") + "```toml\n".len();
+    let toml_end = block[toml_start..].find("```").expect("its end") + toml_start;
+    let example = &block[toml_start..toml_end];
+    let text = format!(
+        "{example}\n[backend.tickets]\ntransport = \"http\"\nurl = \"https://tickets.example/mcp\"\n"
+    );
+    let config = Config::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(config.routes[0].policy.len(), 3);
+}

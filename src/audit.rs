@@ -44,7 +44,8 @@ pub(crate) struct AuditRecord {
     route: String,
     /// The client's protocol revision.
     era: &'static str,
-    method: String,
+    /// Null for a request refused before its method was read (authentication).
+    method: Option<String>,
     /// The tool or prompt name, or the resource URI.
     name: Option<String>,
     outcome: AuditOutcome,
@@ -66,7 +67,7 @@ pub(crate) struct PendingFields {
     pub(crate) principal: Option<String>,
     pub(crate) route: String,
     pub(crate) era: Era,
-    pub(crate) method: String,
+    pub(crate) method: Option<String>,
     pub(crate) name: Option<String>,
     pub(crate) trace_id: Option<String>,
     /// Kept only when the log wants arguments ([`AuditLog::wants_arguments`]).

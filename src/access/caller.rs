@@ -293,6 +293,14 @@ impl CallerAccess {
     }
 }
 
+/// Why a use was refused, for the audit log: what the caller was told may be an unknown name.
+pub(crate) fn denial_reason(refusal: &GatewayError) -> String {
+    match refusal {
+        GatewayError::InsufficientScope { .. } => refusal.to_string(),
+        _ => format!("hidden by the route's policy ({refusal})"),
+    }
+}
+
 /// What a caller gets for a hidden item: what the backend answers for a name it lacks.
 fn hidden(method: Method, kind: ItemKind, name: &str, era: Era) -> GatewayError {
     let as_method = match kind {

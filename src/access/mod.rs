@@ -6,5 +6,5 @@
 mod caller;
 mod policy;
 
-pub(crate) use caller::{CallerAccess, RouteAccess};
+pub(crate) use caller::{denial_reason, CallerAccess, RouteAccess};
 pub use policy::{Decision, ItemKind, RoutePolicy};

@@ -16,7 +16,7 @@ fn call(name: &str) -> PendingFields {
         principal: Some("bearer alice".into()),
         route: "/mcp".into(),
         era: Era::Modern,
-        method: "tools/call".into(),
+        method: Some("tools/call".into()),
         name: Some(name.into()),
         trace_id: None,
         arguments: Some(json!({"city": "Paris"})),

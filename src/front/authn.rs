@@ -8,14 +8,16 @@ use std::sync::Arc;
 
 use futures_util::future::{ready, BoxFuture, Either, Ready};
 use http::header::WWW_AUTHENTICATE;
-use http::{HeaderValue, Request, Response};
+use http::{HeaderMap, HeaderValue, Request, Response};
 use tower_http::auth::AsyncAuthorizeRequest;
 
 use super::route::Route;
 use crate::access::CallerAccess;
+use crate::audit::{AuditLog, AuditOutcome, PendingFields};
 use crate::auth::{AuthError, Identity};
 use crate::error::GatewayError;
-use crate::http_serve::{error_response, Body};
+use crate::http_serve::{decode_header_value, error_response, Body};
+use crate::protocol::{Era, PROTOCOL_VERSION_HEADER, SUPPORTED_VERSIONS};
 
 /// Who the request is from (a token's principal, claims and scopes), under the route's rules.
 #[derive(Clone)]
@@ -31,6 +33,8 @@ impl Principal {
 #[derive(Clone)]
 pub(crate) struct Authenticate {
     pub route: Arc<Route>,
+    /// `[audit]`: every refusal here is recorded.
+    pub audit: Option<Arc<AuditLog>>,
 }
 
 impl<B: Send + 'static> AsyncAuthorizeRequest<B> for Authenticate {
@@ -44,56 +48,91 @@ impl<B: Send + 'static> AsyncAuthorizeRequest<B> for Authenticate {
     fn authorize(&mut self, request: Request<B>) -> Self::Future {
         // `none` and `bearer` answer at once: no future to box.
         if let Some(result) = self.route.auth.authenticate_now(request.headers()) {
-            return Either::Left(ready(admit(&self.route, request, result)));
+            return Either::Left(ready(self.admit(request, result)));
         }
-        let route = self.route.clone();
+        let gate = self.clone();
         Either::Right(Box::pin(async move {
-            let result = route.auth.authenticate(request.headers()).await;
-            admit(&route, request, result)
+            let result = gate.route.auth.authenticate(request.headers()).await;
+            gate.admit(request, result)
         }))
     }
 }
 
-/// The principal into the request, or 401 naming where to learn how to authenticate.
-// The shape tower-http's authorization takes.
-#[allow(clippy::result_large_err)]
-fn admit<B>(
-    route: &Route,
-    mut request: Request<B>,
-    result: Result<Identity, AuthError>,
-) -> Result<Request<B>, Response<Body>> {
-    let error = match result {
-        Ok(identity) => {
-            let required = route.config.auth.required_scopes();
-            let missing = identity.missing_scopes(required);
-            if !missing.is_empty() {
-                tracing::debug!(principal = %identity.principal, ?missing, "insufficient scope");
-                let error = GatewayError::InsufficientScope {
-                    scopes: required.to_vec(),
-                };
-                let mut response = error_response(None, &error);
-                scope_challenge(route, request.headers(), &error, &mut response);
-                return Err(response);
+impl Authenticate {
+    /// The principal into the request, or 401 naming where to learn how to authenticate.
+    // The shape tower-http's authorization takes.
+    #[allow(clippy::result_large_err)]
+    fn admit<B>(
+        &self,
+        mut request: Request<B>,
+        result: Result<Identity, AuthError>,
+    ) -> Result<Request<B>, Response<Body>> {
+        let route = &self.route;
+        let error = match result {
+            Ok(identity) => {
+                let required = route.config.auth.required_scopes();
+                let missing = identity.missing_scopes(required);
+                if !missing.is_empty() {
+                    tracing::debug!(principal = %identity.principal, ?missing, "insufficient scope");
+                    let error = GatewayError::InsufficientScope {
+                        scopes: required.to_vec(),
+                    };
+                    self.audit_refusal(request.headers(), Some(&identity.principal), &error);
+                    let mut response = error_response(None, &error);
+                    scope_challenge(route, request.headers(), &error, &mut response);
+                    return Err(response);
+                }
+                let caller = route.access.caller(Arc::new(identity));
+                request.extensions_mut().insert(Principal(Arc::new(caller)));
+                return Ok(request);
             }
-            let caller = route.access.caller(Arc::new(identity));
-            request.extensions_mut().insert(Principal(Arc::new(caller)));
-            return Ok(request);
+            Err(error) => error,
+        };
+        let invalid = if matches!(error, AuthError::Missing) {
+            ""
+        } else {
+            ", error=\"invalid_token\""
+        };
+        let error = GatewayError::Unauthorized(error.to_string());
+        self.audit_refusal(request.headers(), None, &error);
+        let mut response = error_response(None, &error);
+        // Only a route that authenticates can answer 401, and only 401 names this URL.
+        let metadata_url = route.resource_metadata_url(request.headers());
+        let challenge = format!("Bearer resource_metadata=\"{metadata_url}\"{invalid}");
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            response.headers_mut().insert(WWW_AUTHENTICATE, value);
         }
-        Err(error) => error,
-    };
-    let invalid = if matches!(error, AuthError::Missing) {
-        ""
-    } else {
-        ", error=\"invalid_token\""
-    };
-    let mut response = error_response(None, &GatewayError::Unauthorized(error.to_string()));
-    // Only a route that authenticates can answer 401, and only 401 names this URL.
-    let metadata_url = route.resource_metadata_url(request.headers());
-    let challenge = format!("Bearer resource_metadata=\"{metadata_url}\"{invalid}");
-    if let Ok(value) = HeaderValue::from_str(&challenge) {
-        response.headers_mut().insert(WWW_AUTHENTICATE, value);
+        Err(response)
     }
-    Err(response)
+
+    /// A refusal here is in the audit log too. The body is not read yet: the method and name
+    /// are those of the request-metadata headers a 2026-07-28 client sends (none for a
+    /// 2025-11-25 client, whose era its missing or older `MCP-Protocol-Version` tells).
+    fn audit_refusal(&self, headers: &HeaderMap, principal: Option<&str>, error: &GatewayError) {
+        let Some(audit) = &self.audit else {
+            return;
+        };
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let modern = header(PROTOCOL_VERSION_HEADER.as_str())
+            .is_some_and(|version| SUPPORTED_VERSIONS.contains(&version));
+        let trace = header("traceparent")
+            .map(|parent| vec![("traceparent", parent.to_string())])
+            .unwrap_or_default();
+        let fields = PendingFields {
+            principal: principal.map(String::from),
+            route: self.route.config.path.clone(),
+            era: if modern { Era::Modern } else { Era::Legacy },
+            method: header("mcp-method").filter(|_| modern).map(String::from),
+            name: header("mcp-name")
+                .filter(|_| modern)
+                .and_then(|name| decode_header_value(name).ok()),
+            trace_id: crate::telemetry::trace_id_of(&trace),
+            arguments: None,
+        };
+        audit
+            .begin(fields)
+            .finish(AuditOutcome::Denied, 0, Some(error.to_string()));
+    }
 }
 
 /// Adds to a 403 for [`GatewayError::InsufficientScope`] the challenge naming the scopes and

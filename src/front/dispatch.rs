@@ -24,7 +24,7 @@ use super::reply::Reply;
 use super::request::{Command, McpRequest};
 use super::route::Route;
 use super::translate;
-use crate::access::CallerAccess;
+use crate::access::{denial_reason, CallerAccess};
 use crate::audit::{AuditLog, AuditOutcome, PendingAudit};
 use crate::error::GatewayError;
 use crate::fleet::{forwarded_by, mark_owner_unavailable};
@@ -168,7 +168,7 @@ impl Dispatch {
                 principal: Some(caller.principal().to_string()),
                 route: self.route.config.path.clone(),
                 era: Era::Modern,
-                method: call.method.as_str().to_string(),
+                method: Some(call.method.as_str().to_string()),
                 name: call.target.clone(),
                 trace_id: crate::telemetry::trace_id_of(caller_trace),
                 arguments: audit
@@ -194,7 +194,7 @@ impl Dispatch {
             Era::Modern,
         ) {
             if let Some(audit) = audit.take() {
-                audit.finish(AuditOutcome::Denied, 0, Some(refusal.to_string()));
+                audit.finish(AuditOutcome::Denied, 0, Some(denial_reason(&refusal)));
             }
             return Err(refusal);
         }

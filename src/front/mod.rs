@@ -183,6 +183,7 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
         }))
         .layer(AsyncRequireAuthorizationLayer::new(authn::Authenticate {
             route: route.clone(),
+            audit: audit.clone(),
         }))
         .layer(ValidateRequestHeaderLayer::custom(
             crate::http_serve::MediaTypes,

@@ -26,7 +26,7 @@ use serde_json::Value;
 use super::session::LegacySession;
 use super::streams::parse_event_id;
 use super::{EndReason, LegacySessions, Located};
-use crate::access::CallerAccess;
+use crate::access::{denial_reason, CallerAccess};
 use crate::audit::{AuditLog, AuditOutcome, PendingFields};
 use crate::backend::pool::Pool;
 use crate::error::GatewayError;
@@ -246,7 +246,7 @@ impl Door {
         let audit = self.begin_audit(&message, method, caller.access);
         if let Err(error) = check_use(&message, method, caller.access) {
             if let Some(audit) = audit {
-                audit.finish(AuditOutcome::Denied, 0, Some(error.to_string()));
+                audit.finish(AuditOutcome::Denied, 0, Some(denial_reason(&error)));
             }
             let mut response = refused(Some(id), &error, method);
             scope_challenge(caller.metadata_url, &error, &mut response);
@@ -299,7 +299,7 @@ impl Door {
                 principal: Some(caller.principal().to_string()),
                 route: self.endpoint.path.clone(),
                 era: Era::Legacy,
-                method: method.as_str().to_string(),
+                method: Some(method.as_str().to_string()),
                 name: target_of(message, method).map(String::from),
                 trace_id,
                 arguments: audit

@@ -663,6 +663,10 @@ async fn the_audit_log_records_every_call_and_refusal_without_tokens() {
     };
     post_with_bearer(&h.url, Some(&reader), &traced).await;
     post_with_bearer(&h.url, Some(&reader), &call(2, "pid", json!({}))).await;
+    let forged = format!("{reader}x");
+    let unauthenticated =
+        post_with_bearer(&h.url, Some(&forged), &call(9, "echo", json!({}))).await;
+    assert_eq!(unauthenticated.status, 401);
     let first = call(3, "ask_name", json!({}));
     let round = post_with_bearer(&h.url, Some(&reader), &first).await;
     let round = round.result().unwrap().clone();
@@ -685,6 +689,27 @@ async fn the_audit_log_records_every_call_and_refusal_without_tokens() {
 
     let text = std::fs::read_to_string(&audit_file).unwrap();
     assert!(!text.contains(&reader), "no token in the log");
+    // The refusal at the door: no principal, its method and name from the request's headers.
+    let (refusal, text) = {
+        let mut lines: Vec<&str> = text.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.contains("\"principal\":null"))
+            .unwrap_or_else(|| panic!("the 401 is recorded: {text}"));
+        let refusal: Value = serde_json::from_str(lines.remove(at)).unwrap();
+        (refusal, lines.join("\n"))
+    };
+    assert_eq!(refusal["outcome"], "denied");
+    assert_eq!(refusal["method"], "tools/call");
+    assert_eq!(refusal["name"], "echo");
+    assert_eq!(refusal["era"], "2026-07-28");
+    assert!(
+        refusal["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("Unauthorized"),
+        "{refusal}"
+    );
     assert!(
         !text.contains("secret argument"),
         "no arguments unless asked for"

@@ -54,6 +54,17 @@ async fn check_config_accepts_the_examples_and_names_the_bad_key() {
         String::from_utf8_lossy(&ok.stderr)
     );
     assert!(String::from_utf8_lossy(&ok.stdout).contains("ok (1 route(s), 1 backend(s))"));
+    let http = Command::new(BIN)
+        .args(["check-config", &format!("{root}/config/http.example.toml")])
+        .env("TICKETS_EXCHANGE_SECRET", "example-secret")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        http.status.success(),
+        "{}",
+        String::from_utf8_lossy(&http.stderr)
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");

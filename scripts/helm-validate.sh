@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the Helm chart without a cluster:
 #   1. values.yaml, and each helm/examples/values/*.yaml merged over it, validate against
-#      values.schema.json (python jsonschema); values the schema must refuse are refused;
+#      values.schema.json (python jsonschema); values the schema must refuse are refused, and
+#      values at its limits are accepted;
 #   2. the chart lints and renders with Helm's own engine, and each rendering equals the committed
 #      manifests in helm/examples/ (default.yaml for the chart's defaults, NAME.yaml for
 #      helm/examples/values/NAME.yaml); values the chart's render-time checks must refuse are
@@ -12,8 +13,10 @@
 #      know fails); and the objects refer to each other consistently; the Grafana dashboard is
 #      valid JSON, and every expression of the rules and the dashboard parses as PromQL and
 #      queries only metrics that docs/operations.md lists;
-#   4. each rendered gateway configuration is valid TOML and, when a mrtr-gateway binary is at
-#      hand (MRTR_GATEWAY_BIN, else target/release/mrtr-gateway), passes `mrtr-gateway check-config`.
+#   4. each rendered gateway configuration is valid TOML, reads back as the values' config (its
+#      tables, routes with their auth and policy, and the backends they name), and, when a
+#      mrtr-gateway binary is at hand (MRTR_GATEWAY_BIN, else target/release/mrtr-gateway), passes
+#      `mrtr-gateway check-config`.
 # Exits non-zero on any failure.
 #
 # Usage: scripts/helm-validate.sh            check
@@ -162,14 +165,29 @@ cases = [("default", {}, None)]
 for path in sorted((EXAMPLES / "values").glob("*.yaml")):
     cases.append((path.stem, yaml.safe_load(path.read_text()) or {}, path))
 
+merged_config = {}  # example name: the config the values give, to compare with the rendering
 for name, overrides, path in cases:
     label = "values.yaml" if path is None else f"{path} over values.yaml"
+    merged_config[name] = coalesce(defaults, overrides).get("config", {})
     errors = sorted(validator.iter_errors(coalesce(defaults, overrides)), key=lambda e: list(e.path))
     if errors:
         for e in errors:
             fail(f"{label}: {'.'.join(map(str, e.path)) or '(root)'}: {e.message}")
     else:
         ok(f"{label} validates against values.schema.json")
+
+def with_route(**keys):
+    """Values with one route to the demo backend, without auth unless given, plus keys."""
+    return {"config": {"route": [{"path": "/mcp", "backend": "demo", "auth": {"mode": "none"}, **keys}]}}
+
+
+def http_backend(**keys):
+    """Values with a route to an HTTP backend, plus keys of that backend."""
+    return {"config": {
+        "route": [{"path": "/mcp", "backend": "web", "auth": {
+            "mode": "bearer", "tokens": [{"principal": "p", "token": "${TOKEN}"}]}}],
+        "backend": {"web": {"transport": "http", "url": "https://mcp.example.internal/mcp", **keys}}}}
+
 
 refused = {
     "a key the chart sets (config.server.listen)": {"config": {"server": {"listen": "0.0.0.0:1"}}},
@@ -191,12 +209,62 @@ refused = {
     "an unknown key (prometheusRule.labels)": {"prometheusRule": {"labels": {"a": "b"}}},
     "prometheusRule.matchers with braces": {"prometheusRule": {"matchers": '{job="x"}'}},
     "a grafanaDashboard.labelValue that is no label value": {"grafanaDashboard": {"labelValue": "a b"}},
+    "a policy effect other than allow or deny (permit)": with_route(
+        policy=[{"tools": ["*"], "effect": "permit"}]),
+    "a policy rule that selects nothing (when alone)": with_route(policy=[{"when": "true"}]),
+    "a policy rule with only empty globs": with_route(policy=[{"tools": [], "prompts": []}]),
+    "scopes on a policy rule with effect deny": with_route(
+        policy=[{"tools": ["*"], "scopes": ["x"], "effect": "deny"}]),
+    "an unknown key in a policy rule (effects)": with_route(
+        policy=[{"tools": ["*"], "effects": "deny"}]),
+    "an eras entry that is no protocol revision (2025-06-18)": with_route(eras=["2025-06-18"]),
+    "an empty eras": with_route(eras=[]),
+    "a route auth.scopes entry with a space": with_route(
+        auth={"mode": "jwt", "issuer": "i", "audience": "a", "jwks_file": "/j", "scopes": ["a b"]}),
+    "an audit.queue of 0": {"config": {"audit": {"file": "-", "queue": 0}}},
+    "an audit.queue above 1000000": {"config": {"audit": {"file": "-", "queue": 1000001}}},
+    "an audit without file": {"config": {"audit": {"arguments": True}}},
+    "an unknown key under audit (path)": {"config": {"audit": {"file": "-", "path": "/x"}}},
+    "a legacy.max_sessions of 0": {"config": {"legacy": {"max_sessions": 0}}},
+    "an unknown key under legacy (max_session)": {"config": {"legacy": {"max_session": 3}}},
+    "an unknown key under token_exchange (scope)": http_backend(token_exchange={
+        "endpoint": "https://login.example.com/token", "client_id": "g",
+        "client_secret": "${EXCHANGE_SECRET}", "scope": ["x"]}),
+    "a token_exchange client_secret written in clear": http_backend(token_exchange={
+        "endpoint": "https://login.example.com/token", "client_id": "g", "client_secret": "s3cret"}),
+    "a token_exchange without client_id": http_backend(token_exchange={
+        "endpoint": "https://login.example.com/token", "client_secret": "${EXCHANGE_SECRET}"}),
+    "token_exchange on a stdio backend": {"config": {"backend": {"demo": {"token_exchange": {
+        "endpoint": "https://login.example.com/token", "client_id": "g",
+        "client_secret": "${EXCHANGE_SECRET}"}}}}},
+    "identity_headers on a stdio backend": {"config": {"backend": {"demo": {
+        "identity_headers": {"X-User": "claims.sub"}}}}},
+    "identity_env on an http backend": http_backend(identity_env={"MCP_USER": "claims.sub"}),
+    "an identity_headers name that is no header name": http_backend(
+        identity_headers={"X User": "claims.sub"}),
 }
 for what, overrides in refused.items():
     if validator.is_valid(coalesce(defaults, overrides)):
         fail(f"values.schema.json accepts {what}")
     else:
         ok(f"values.schema.json refuses {what}")
+
+# Values at the limits, and what the gateway takes as written, accepted.
+accepted = {
+    "an audit.queue of 1": {"config": {"audit": {"file": "-", "queue": 1}}},
+    "an audit.queue of 1000000": {"config": {"audit": {"file": "/var/log/mcp/audit.jsonl", "queue": 1000000}}},
+    "a legacy table with each limit at 1": {"config": {"legacy": {
+        "max_sessions": 1, "max_sessions_per_principal": 1, "replay_events": 1}}},
+    "a policy rule with effect deny and no scopes": with_route(
+        policy=[{"resources": ["secret://*"], "effect": "deny"}]),
+    "a route serving 2025-11-25 clients only": with_route(eras=["2025-11-25"]),
+}
+for what, overrides in accepted.items():
+    errors = list(validator.iter_errors(coalesce(defaults, overrides)))
+    if errors:
+        fail(f"values.schema.json refuses {what}: {errors[0].message}")
+    else:
+        ok(f"values.schema.json accepts {what}")
 
 # ---- 2. lint, render, compare with the committed examples ----------------------------------------
 INSTALL_ORDER = [
@@ -353,6 +421,17 @@ render_refused = {
     "a route naming no backend": (
         {"config": {"route": [{"path": "/x", "backend": "nope", "auth": {"mode": "none"}}]}},
         "no config.backend.nope"),
+    "a route without auth to a backend with token_exchange": (
+        {"config": {
+            "route": [{"path": "/x", "backend": "web", "auth": {"mode": "none"}}],
+            "backend": {"web": {"transport": "http", "url": "https://mcp.example.internal/mcp",
+                                "token_exchange": {"endpoint": "https://login.example.com/token",
+                                                   "client_id": "g", "client_secret": "${S}"}}}}},
+        "the route must authenticate"),
+    "policy scopes on a route without auth": (
+        {"config": {"route": [{"path": "/x", "backend": "demo", "auth": {"mode": "none"},
+                               "policy": [{"tools": ["*"], "scopes": ["mcp"]}]}]}},
+        "an anonymous caller has no scopes"),
 }
 render_accepted = {
     "a grace period one second above preStop + shutdown delay + drain + 1m 5s": {
@@ -557,6 +636,32 @@ for example in sorted(EXAMPLES.glob("*.yaml")):
     except tomli.TOMLDecodeError as e:
         fail(f"{example}: config.toml is not TOML: {e}")
         continue
+    # The rendered file says what the values say: each table (its keys the chart adds aside), the
+    # routes with their auth and policy, and the backends the routes name, read back from TOML
+    # (strings with quotes or "&&" in them included).
+    given = merged_config.get(example.stem)
+    if given is not None:
+        before = len(failures)
+        used = {r["backend"] for r in given.get("route", [])}
+        expect = {
+            "route": given.get("route", []),
+            "backend": {n: b for n, b in given.get("backend", {}).items() if n in used},
+            **{t: given[t] for t in ("legacy", "audit") if t in given},
+        }
+        for table in ("server", "mrtr"):
+            for key, value in given.get(table, {}).items():
+                if config.get(table, {}).get(key) != value:
+                    fail(f"{example}: config.toml [{table}] {key} is {config.get(table, {}).get(key)!r}, "
+                         f"the values say {value!r}")
+        for table, value in expect.items():
+            if config.get(table) != value:
+                fail(f"{example}: config.toml [{table}] differs from the values' config.{table}: "
+                     f"{config.get(table)!r} != {value!r}")
+        for table in set(config) - set(expect) - {"server", "mrtr", "fleet"}:
+            fail(f"{example}: config.toml has [{table}], which the values do not give")
+        if len(failures) == before:
+            ok(f"{example}: config.toml carries the values' config "
+               f"({', '.join(sorted(t for t in config if t != 'fleet'))})")
     server = config.get("server", {})
     if server.get("listen") != f"0.0.0.0:{container_ports['mcp']}" or \
             server.get("admin_listen") != f"0.0.0.0:{container_ports['admin']}":

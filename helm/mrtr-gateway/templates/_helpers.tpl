@@ -71,13 +71,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if regexMatch "^[A-Za-z0-9_-]+$" . }}
 {{- . }}
 {{- else }}
-{{- toJson . }}
+{{- toRawJson . }}
 {{- end }}
 {{- end }}
 
 {{/*
 A TOML value on one line. Strings, numbers and booleans are written as JSON writes them (valid
-TOML); lists become arrays and maps inline tables.
+TOML; without escaping <, > and &, so a CEL condition reads as written); lists become arrays and
+maps inline tables.
 */}}
 {{- define "mrtr-gateway.tomlValue" -}}
 {{- if kindIs "map" . }}
@@ -102,7 +103,7 @@ TOML); lists become arrays and maps inline tables.
 {{- else if and (kindIs "float64" .) (eq . (floor .)) }}
 {{- int64 . }}
 {{- else }}
-{{- toJson . }}
+{{- toRawJson . }}
 {{- end }}
 {{- end }}
 
@@ -189,6 +190,16 @@ rounded up. Fails on a unit the gateway does not know.
 {{- if not (and $route.auth $route.auth.mode) }}
 {{- fail (printf "config.route[%d].auth: required (mode none, bearer or jwt)" $i) }}
 {{- end }}
+{{- if eq $route.auth.mode "none" }}
+{{- if (index $backends $route.backend).token_exchange }}
+{{- fail (printf "config.route[%d].auth: backend %s exchanges the caller's token (token_exchange): the route must authenticate (mode bearer or jwt)" $i $route.backend) }}
+{{- end }}
+{{- range $r, $rule := $route.policy }}
+{{- if $rule.scopes }}
+{{- fail (printf "config.route[%d].policy[%d].scopes: an anonymous caller has no scopes (route auth mode none)" $i $r) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -244,6 +255,16 @@ exactly when a route declares auth mode none.
 
 [mrtr]
 {{- include "mrtr-gateway.tomlBody" (dict "table" $mrtr "first" (list "keys_file")) }}
+{{- end }}
+{{- with $config.legacy }}
+
+[legacy]
+{{- include "mrtr-gateway.tomlBody" (dict "table" . "first" (list "max_sessions" "max_sessions_per_principal" "idle_timeout" "initialize_timeout" "replay_events")) }}
+{{- end }}
+{{- with $config.audit }}
+
+[audit]
+{{- include "mrtr-gateway.tomlBody" (dict "table" . "first" (list "file" "arguments" "queue")) }}
 {{- end }}
 {{- if .Values.fleet.enabled }}
 {{- $fleet := dict "advertise" (printf "${POD_IP}:%d" (int .Values.ports.peer)) "listen" (printf "0.0.0.0:%d" (int .Values.ports.peer)) }}

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::policy::valid_scope;
 use crate::config::{invalid, AuthConfig, BackendConfig, ConfigError, RouteConfig, TransportKind};
 use crate::expr::Expr;
 
@@ -150,14 +151,11 @@ fn check_token_exchange(key: &str, backend: &BackendConfig) -> Result<(), Config
     if exchange.timeout.is_zero() {
         return Err(invalid(format!("{xkey}.timeout"), "must be greater than 0"));
     }
-    for (i, scope) in exchange.scopes.iter().enumerate() {
-        if scope.is_empty() || scope.contains(|c: char| c.is_whitespace() || c == '"' || c == '\\')
-        {
-            return Err(invalid(
-                format!("{xkey}.scopes[{i}]"),
-                "a scope is a non-empty word without quotes or backslashes",
-            ));
-        }
+    if let Some(i) = exchange.scopes.iter().position(|s| !valid_scope(s)) {
+        return Err(invalid(
+            format!("{xkey}.scopes[{i}]"),
+            "must be a non-empty scope without spaces, '\"' or '\\'",
+        ));
     }
     Ok(())
 }

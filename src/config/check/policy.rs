@@ -58,7 +58,7 @@ pub(crate) fn check_policy(routes: &[RouteConfig]) -> Result<(), ConfigError> {
 
 /// A scope token as RFC 6749 §3.3 allows it, less what would need escaping in a
 /// `WWW-Authenticate` header.
-fn valid_scope(scope: &str) -> bool {
+pub(super) fn valid_scope(scope: &str) -> bool {
     !scope.is_empty()
         && scope
             .chars()

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use super::policy::valid_scope;
 use crate::config::{
     invalid, AuthConfig, BearerToken, Config, ConfigError, JwtConfig, RouteConfig, JWT_ALGORITHMS,
     MAX_LEEWAY,
@@ -62,8 +63,31 @@ pub(crate) fn check_auth(routes: &[RouteConfig]) -> Result<(), ConfigError> {
             AuthConfig::Jwt(jwt) => check_jwt(i, jwt)?,
             AuthConfig::None => {}
         }
+        check_scopes(
+            &format!("route[{i}].auth.scopes"),
+            route.auth.required_scopes(),
+        )?;
+        if let AuthConfig::Bearer { tokens, .. } = &route.auth {
+            for (t, token) in tokens.iter().enumerate() {
+                check_scopes(
+                    &format!("route[{i}].auth.tokens[{t}].scopes"),
+                    &token.scopes,
+                )?;
+            }
+        }
     }
     Ok(())
+}
+
+/// Scopes as a token carries them and a challenge names them.
+fn check_scopes(key: &str, scopes: &[String]) -> Result<(), ConfigError> {
+    match scopes.iter().position(|s| !valid_scope(s)) {
+        Some(i) => Err(invalid(
+            format!("{key}[{i}]"),
+            "must be a non-empty scope without spaces, '\"' or '\\'",
+        )),
+        None => Ok(()),
+    }
 }
 
 fn check_bearer(route: usize, tokens: &[BearerToken]) -> Result<(), ConfigError> {

@@ -401,7 +401,7 @@ fn identity_check_names_the_key() {
         (
             HTTP_BASE,
             &exchange.replace(" }", ", scopes = [\"a b\"] }"),
-            "backend.h.token_exchange.scopes[0]: a scope is a non-empty word without quotes or backslashes",
+            "backend.h.token_exchange.scopes[0]: must be a non-empty scope without spaces",
         ),
         (
             &HTTP_BASE.replace(
@@ -416,6 +416,24 @@ fn identity_check_names_the_key() {
         let error = message(check(extra, base));
         assert!(error.starts_with(expected), "{extra}: {error}");
     }
+}
+
+#[test]
+fn route_and_token_scopes_are_scope_words() {
+    let c = parse(&HTTP_BASE.replace(
+        "token = \"t\" }]",
+        "token = \"t\", scopes = [\"a b\"] }], scopes = [\"mcp\"]",
+    ));
+    assert!(message(check_auth(&c.routes))
+        .starts_with("route[0].auth.tokens[0].scopes[0]: must be a non-empty scope"));
+    let c = parse(&HTTP_BASE.replace("token = \"t\" }]", "token = \"t\" }], scopes = [\"\"]"));
+    assert!(message(check_auth(&c.routes))
+        .starts_with("route[0].auth.scopes[0]: must be a non-empty scope"));
+    let c = parse(&HTTP_BASE.replace(
+        "token = \"t\" }]",
+        "token = \"t\", scopes = [\"tools:all\"] }], scopes = [\"mcp\"]",
+    ));
+    check_auth(&c.routes).unwrap();
 }
 
 #[test]

@@ -427,7 +427,15 @@ render_refused = {
             "backend": {"web": {"transport": "http", "url": "https://mcp.example.internal/mcp",
                                 "token_exchange": {"endpoint": "https://login.example.com/token",
                                                    "client_id": "g", "client_secret": "${S}"}}}}},
-        "the route must authenticate"),
+        "the route must take JWTs"),
+    "a route with static tokens to a backend with token_exchange": (
+        {"config": {
+            "route": [{"path": "/x", "backend": "web",
+                       "auth": {"mode": "bearer", "tokens": [{"principal": "ci", "token": "${CI_TOKEN}"}]}}],
+            "backend": {"web": {"transport": "http", "url": "https://mcp.example.internal/mcp",
+                                "token_exchange": {"endpoint": "https://login.example.com/token",
+                                                   "client_id": "g", "client_secret": "${S}"}}}}},
+        "the route must take JWTs"),
     "policy scopes on a route without auth": (
         {"config": {"route": [{"path": "/x", "backend": "demo", "auth": {"mode": "none"},
                                "policy": [{"tools": ["*"], "scopes": ["mcp"]}]}]}},

@@ -214,11 +214,32 @@ impl TokenExchange {
             Ok(result) => result,
             Err(_) => Err(self.unavailable("the authorization server did not answer in time")),
         };
+        let result = match result {
+            // A server that cannot answer now does not end a token still valid: it is used
+            // until it expires (its refresh point only said to renew it early).
+            Err(ExchangeError::Unavailable { .. })
+                if state
+                    .token
+                    .as_ref()
+                    .is_some_and(|t| Instant::now() < t.expires_at) =>
+            {
+                let kept = state.token.clone();
+                if let Err(error) = &result {
+                    tracing::warn!(backend = %self.backend, %error, "token exchange failed; the current token is used until it expires");
+                }
+                kept.ok_or_else(|| self.unavailable("no token"))
+            }
+            result => result,
+        };
         match &result {
             Ok(token) => {
-                state.token = Some(Arc::clone(token));
+                if !state.token.as_ref().is_some_and(|t| Arc::ptr_eq(t, token)) {
+                    state.token = Some(Arc::clone(token));
+                    self.count("exchanged");
+                } else {
+                    self.count("cached");
+                }
                 state.failure = None;
-                self.count("exchanged");
             }
             Err(error) => {
                 state.token = None;

@@ -133,7 +133,6 @@ impl Method {
         )
     }
 
-    /// Methods whose complete results must carry `ttlMs` and `cacheScope`.
     /// Whether the result lists tools, prompts, resources or resource templates.
     pub fn is_list(self) -> bool {
         matches!(
@@ -145,6 +144,7 @@ impl Method {
         )
     }
 
+    /// Methods whose complete results must carry `ttlMs` and `cacheScope`.
     pub fn is_cacheable(self) -> bool {
         matches!(
             self,

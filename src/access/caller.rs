@@ -22,16 +22,63 @@ use crate::protocol::{Era, Method};
 /// Principals whose backend credential is remembered before dead entries are swept.
 const CREDENTIALS_SWEEP_AT: usize = 10_000;
 
+/// A backend's token exchange and each principal's credential for it, shared by every route
+/// to the backend (as its sessions are): a token renewed by a request on any route reaches
+/// every session of that principal.
+pub(crate) struct BackendCredentials {
+    exchange: TokenExchange,
+    by_principal: DashMap<String, Weak<Credential>>,
+}
+
+impl BackendCredentials {
+    pub(crate) fn new(exchange: TokenExchange) -> Self {
+        Self {
+            exchange,
+            by_principal: DashMap::new(),
+        }
+    }
+
+    /// The caller's credential for the backend, its token exchanged (or renewed) first when due.
+    async fn for_caller(&self, identity: &Identity) -> Result<Arc<Credential>, GatewayError> {
+        let subject = identity.token.as_ref().ok_or_else(|| {
+            GatewayError::IdentityUnavailable("no caller token to exchange".into())
+        })?;
+        let token = self
+            .exchange
+            .token_for(&identity.principal, subject.expose())
+            .await
+            .map_err(|error| match error {
+                ExchangeError::Rejected { .. } => GatewayError::ExchangeRefused(error.to_string()),
+                _ => GatewayError::ExchangeFailed(error.to_string()),
+            })?;
+        let value = token.authorization().clone();
+        if self.by_principal.len() >= CREDENTIALS_SWEEP_AT {
+            self.by_principal.retain(|_, c| c.strong_count() > 0);
+        }
+        // One entry per principal, looked up and replaced under its shard's lock: two first
+        // requests at once share one credential.
+        let mut entry = self
+            .by_principal
+            .entry(identity.principal.clone())
+            .or_default();
+        if let Some(credential) = entry.upgrade() {
+            credential.set(value);
+            return Ok(credential);
+        }
+        let credential = Arc::new(Credential::new(value));
+        *entry = Arc::downgrade(&credential);
+        Ok(credential)
+    }
+}
+
 /// A route's rules: required scopes, policy, and what its backend is told about callers.
 pub(crate) struct RouteAccess {
     required_scopes: Vec<String>,
     policy: Option<RoutePolicy>,
     identity_headers: Vec<(HeaderName, Expr)>,
     identity_env: Vec<(String, Expr)>,
-    exchange: Option<Arc<TokenExchange>>,
-    /// Each principal's credential for the backend, shared by its sessions: a renewed token
-    /// reaches the sessions already open.
-    credentials: DashMap<String, Weak<Credential>>,
+    /// The backend's, shared with its other routes.
+    exchange: Option<Arc<BackendCredentials>>,
 }
 
 impl RouteAccess {
@@ -40,7 +87,7 @@ impl RouteAccess {
     pub(crate) fn new(
         route: &RouteConfig,
         backend: &BackendConfig,
-        exchange: Option<Arc<TokenExchange>>,
+        exchange: Option<Arc<BackendCredentials>>,
     ) -> Result<Self, String> {
         let policy = RoutePolicy::compile(&route.policy)?;
         let identity_headers = backend
@@ -69,7 +116,6 @@ impl RouteAccess {
             identity_headers,
             identity_env,
             exchange,
-            credentials: DashMap::new(),
         })
     }
 
@@ -97,21 +143,6 @@ impl RouteAccess {
             identity,
             facts,
         }
-    }
-
-    /// The principal's shared credential, set to `value`.
-    fn credential(&self, principal: &str, value: HeaderValue) -> Arc<Credential> {
-        if let Some(credential) = self.credentials.get(principal).and_then(|c| c.upgrade()) {
-            credential.set(value);
-            return credential;
-        }
-        if self.credentials.len() >= CREDENTIALS_SWEEP_AT {
-            self.credentials.retain(|_, c| c.strong_count() > 0);
-        }
-        let credential = Arc::new(Credential::new(value));
-        self.credentials
-            .insert(principal.to_string(), Arc::downgrade(&credential));
-        credential
     }
 }
 
@@ -177,7 +208,20 @@ impl CallerAccess {
             return Ok(());
         }
         let Some((kind, name)) = item_used(method, target, params) else {
-            return Ok(());
+            // Under a policy, a use whose item cannot be read is not passed on unjudged.
+            return match method {
+                Method::ToolsCall
+                | Method::PromptsGet
+                | Method::ResourcesRead
+                | Method::CompletionComplete => Err(GatewayError::InvalidParams {
+                    message: format!(
+                        "{} names no tool, prompt or resource this gateway can read",
+                        method.as_str()
+                    ),
+                    data: None,
+                }),
+                _ => Ok(()),
+            };
         };
         match self.decide(method, kind, &name) {
             Decision::Allow => Ok(()),
@@ -273,21 +317,7 @@ impl CallerAccess {
         }
         let credential = match &rules.exchange {
             None => None,
-            Some(exchange) => {
-                let subject = self.identity.token.as_ref().ok_or_else(|| {
-                    GatewayError::IdentityUnavailable("no caller token to exchange".into())
-                })?;
-                let token = exchange
-                    .token_for(&self.identity.principal, subject.expose())
-                    .await
-                    .map_err(|error| match error {
-                        ExchangeError::Rejected { .. } => {
-                            GatewayError::ExchangeRefused(error.to_string())
-                        }
-                        _ => GatewayError::ExchangeFailed(error.to_string()),
-                    })?;
-                Some(rules.credential(&self.identity.principal, token.authorization().clone()))
-            }
+            Some(exchange) => Some(exchange.for_caller(&self.identity).await?),
         };
         Ok(Arc::new(SessionIdentity::new(headers, env, credential)))
     }

@@ -6,5 +6,5 @@
 mod caller;
 mod policy;
 
-pub(crate) use caller::{denial_reason, CallerAccess, RouteAccess};
+pub(crate) use caller::{denial_reason, BackendCredentials, CallerAccess, RouteAccess};
 pub use policy::{Decision, ItemKind, RoutePolicy};

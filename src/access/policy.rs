@@ -110,6 +110,11 @@ impl RoutePolicy {
     /// What the caller may do with the item `name` of `kind`, asked about in a `method`
     /// request.
     pub fn decide(&self, facts: &Facts, method: &str, kind: ItemKind, name: &str) -> Decision {
+        // Globs match text: a URI a backend would read as another one (`..`, an escaped
+        // character, an upper-case scheme) could slip past a deny rule, so it is hidden.
+        if kind == ItemKind::Resource && !lexically_plain(name) {
+            return Decision::Hidden;
+        }
         for (i, rule) in self.rules.iter().enumerate() {
             // The globs first: they are far cheaper than the condition.
             if !rule.selects(kind, name) {
@@ -121,7 +126,9 @@ impl RoutePolicy {
                     Ok(false) => continue,
                     Err(error) => {
                         // Fail closed: a later, broader rule must not decide instead.
-                        tracing::warn!(rule = i, %error, "policy[{i}].when failed; the item is hidden");
+                        // Debug: a list asks once per item, and one caller's missing claim
+                        // would otherwise flood the log.
+                        tracing::debug!(rule = i, %error, "policy[{i}].when failed; the item is hidden");
                         return Decision::Hidden;
                     }
                 }
@@ -139,6 +146,35 @@ impl RoutePolicy {
     pub fn scopes_named(&self) -> impl Iterator<Item = &str> {
         self.scopes.iter().map(String::as_str)
     }
+}
+
+/// Whether a resource URI means what its text says: a lower-case scheme, no dot segment, no
+/// empty segment after the authority, and no percent-escape (a backend may decode `%2e%2e` or
+/// `%65` into what a glob never saw).
+fn lexically_plain(uri: &str) -> bool {
+    let (scheme, rest) = match uri.split_once(':') {
+        Some(parts) => parts,
+        None => return !uri.contains(['%', '\\']) && !has_dot_or_empty_segment(uri),
+    };
+    if scheme.is_empty() || scheme.bytes().any(|b| b.is_ascii_uppercase()) {
+        return false;
+    }
+    let path = match rest.strip_prefix("//") {
+        // The authority, then the path (empty, or from its first `/`).
+        Some(after) => &after[after.find('/').unwrap_or(after.len())..],
+        None => rest,
+    };
+    !rest.contains(['%', '\\']) && !has_dot_or_empty_segment(path)
+}
+
+/// A `.` or `..` segment, or an empty one (`//`), anywhere but at the very end.
+fn has_dot_or_empty_segment(path: &str) -> bool {
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    let segments: Vec<&str> = path.split('/').collect();
+    let last = segments.len().saturating_sub(1);
+    segments.iter().enumerate().any(|(i, segment)| {
+        matches!(*segment, "." | "..") || (segment.is_empty() && i > 0 && i < last)
+    })
 }
 
 fn globs(rule: usize, key: &str, patterns: &[String]) -> Result<Vec<WildMatch>, String> {

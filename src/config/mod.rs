@@ -389,6 +389,14 @@ pub struct BackendConfig {
 }
 
 impl BackendConfig {
+    /// Whether each caller's sessions tell the backend who calls: then no session is started
+    /// for nobody (no readiness probe, no warm profiles), and none without its credential.
+    pub fn tells_identity(&self) -> bool {
+        !self.identity_headers.is_empty()
+            || !self.identity_env.is_empty()
+            || self.token_exchange.is_some()
+    }
+
     /// `max_message_bytes`, or its default for the transport.
     pub fn message_limit(&self) -> Option<usize> {
         match (self.max_message_bytes, self.transport) {

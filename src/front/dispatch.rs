@@ -134,17 +134,34 @@ impl Dispatch {
                 if call.method == Method::ToolsCall {
                     let name = call.target.as_deref().unwrap_or_default();
                     tracing::Span::current().record("tool", name);
-                    route.tool_headers.check(
-                        name,
-                        call.arguments.as_ref(),
-                        headers,
-                        route.pool.tools_generation(),
-                    )?;
                 }
                 let mut audit = self.begin_audit(&call, &caller, &caller_trace);
-                let answer = self.forward(id, call, caller, &mut audit).await;
+                // Rounds the call went through before this request, for its audit record.
+                let rounds_before = match (&audit, &call.continuation) {
+                    (Some(_), Some(Continuation::Retry { token, .. })) => {
+                        self.bridge.round_of(token)
+                    }
+                    _ => 0,
+                };
+                // Every use is decided first (every retry again; a token that lost its groups
+                // does not finish a call), so a hidden item answers as an unknown one would.
+                if let Err(refusal) = caller.may_use(
+                    call.method,
+                    call.target.as_deref(),
+                    &call.params,
+                    Era::Modern,
+                ) {
+                    if let Some(audit) = audit {
+                        let reason = denial_reason(&refusal);
+                        audit.finish(AuditOutcome::Denied, rounds_before, Some(reason));
+                    }
+                    return Err(refusal);
+                }
+                let answer = self.forward(id, call, caller, headers, rounds_before, &mut audit);
+                let answer = answer.await;
                 if let (Some(audit), Err(error)) = (audit, &answer) {
-                    audit.finish(AuditOutcome::Error, 0, Some(error.to_string()));
+                    let reason = super::reply::audit_reason(error);
+                    audit.finish(AuditOutcome::Error, rounds_before, Some(reason));
                 }
                 answer
             }
@@ -184,26 +201,20 @@ impl Dispatch {
         id: Value,
         call: ForwardedCall,
         caller: Arc<CallerAccess>,
+        headers: &HeaderMap,
+        rounds_before: u32,
         audit: &mut Option<PendingAudit>,
     ) -> Result<Response<Body>, GatewayError> {
-        // Every retry is decided again: a token that lost its groups does not finish a call.
-        if let Err(refusal) = caller.may_use(
-            call.method,
-            call.target.as_deref(),
-            &call.params,
-            Era::Modern,
-        ) {
-            if let Some(audit) = audit.take() {
-                audit.finish(AuditOutcome::Denied, 0, Some(denial_reason(&refusal)));
-            }
-            return Err(refusal);
+        if call.method == Method::ToolsCall {
+            let route = &self.route;
+            route.tool_headers.check(
+                call.target.as_deref().unwrap_or_default(),
+                call.arguments.as_ref(),
+                headers,
+                route.pool.tools_generation(),
+            )?;
         }
         let identity = caller.session_identity().await?;
-        // Rounds the call went through before this request, for its audit record.
-        let rounds_before = match (&audit, &call.continuation) {
-            (Some(_), Some(Continuation::Retry { token, .. })) => self.bridge.round_of(token),
-            _ => 0,
-        };
         let mut reply = Reply {
             route: self.route.clone(),
             id,

@@ -61,7 +61,7 @@ use tower_http::validate_request::ValidateRequestHeaderLayer;
 use self::reply::{RouteBody, ServedBody};
 use self::route::{Route, RESOURCE_METADATA_PATH};
 pub use self::server::{start, RunningGateway, StartError};
-use crate::access::RouteAccess;
+use crate::access::{BackendCredentials, RouteAccess};
 use crate::audit::AuditLog;
 use crate::auth::Authenticator;
 use crate::backend::pool::Pool;
@@ -73,12 +73,12 @@ use crate::metrics::Metrics;
 use crate::mrtr::state::{random_id, KeyRing};
 use crate::mrtr::Bridge;
 
-/// One token exchange per backend that has `token_exchange`, shared by its routes (and their
-/// cache with them).
+/// One token exchange per backend that has `token_exchange`, shared by its routes with its
+/// cache and each principal's credential, as the backend's sessions are.
 fn token_exchanges(
     config: &Config,
     metrics: &Arc<Metrics>,
-) -> Result<HashMap<String, Arc<TokenExchange>>, StartError> {
+) -> Result<HashMap<String, Arc<BackendCredentials>>, StartError> {
     let mut exchanges = HashMap::new();
     for (name, backend) in &config.backends {
         let Some(exchange) = &backend.token_exchange else {
@@ -91,7 +91,7 @@ fn token_exchanges(
         let client = crate::http_client::new_client().map_err(|e| failed(e.to_string()))?;
         let exchange = TokenExchange::new(name, exchange, client, metrics.clone())
             .map_err(|e| failed(e.to_string()))?;
-        exchanges.insert(name.clone(), Arc::new(exchange));
+        exchanges.insert(name.clone(), Arc::new(BackendCredentials::new(exchange)));
     }
     Ok(exchanges)
 }

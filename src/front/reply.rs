@@ -138,7 +138,7 @@ impl Reply {
             Outcome::Error(error) => (
                 AuditOutcome::Error,
                 self.rounds_before,
-                Some(error.to_string()),
+                Some(audit_reason(error)),
             ),
         };
         audit.finish(verdict, rounds, error);
@@ -167,7 +167,8 @@ impl Reply {
         let server_info = init.as_deref().and_then(|init| init.get("serverInfo"));
         match outcome {
             Outcome::Final(result) => {
-                let result = self.visible(result);
+                // Learned from the backend's whole list: what one caller may see must not
+                // decide which headers another's calls are checked for.
                 if self.method == Method::ToolsList {
                     if let Ok(list) = serde_json::from_str::<Value>(result.get()) {
                         self.route
@@ -175,6 +176,7 @@ impl Reply {
                             .learn(&list, self.route.pool.tools_generation());
                     }
                 }
+                let result = self.visible(result);
                 let stamped = translate::stamp_result(
                     self.method,
                     &result,
@@ -266,6 +268,15 @@ impl Reply {
             Ok::<_, tower::BoxError>(Frame::data(bytes))
         });
         sse_response(StreamBody::new(frames).boxed_unsync(), method, "stream")
+    }
+}
+
+/// An error as the audit log records it: the gateway's own words, and for a backend's error its
+/// code only (its message may echo the arguments, which the log keeps only when asked to).
+pub(crate) fn audit_reason(error: &GatewayError) -> String {
+    match error {
+        GatewayError::Backend(e) => format!("backend error {}", e.code),
+        _ => error.to_string(),
     }
 }
 

@@ -72,6 +72,8 @@ pub enum EndReason {
     Expired,
     BackendClosed,
     Shutdown,
+    /// The client's claims no longer tell the backend what its session was told.
+    IdentityChanged,
 }
 
 impl EndReason {
@@ -79,6 +81,7 @@ impl EndReason {
         match self {
             Self::Deleted => "deleted",
             Self::Expired => "expired",
+            Self::IdentityChanged => "identity_changed",
             Self::BackendClosed => "backend_closed",
             Self::Shutdown => "shutdown",
         }
@@ -91,6 +94,9 @@ impl EndReason {
             Self::Expired => "The session expired",
             Self::BackendClosed => "The backend session closed",
             Self::Shutdown => "The gateway shut down; initialize a new session",
+            Self::IdentityChanged => {
+                "The caller's identity changed since the session started; initialize a new session"
+            }
         }
     }
 }

@@ -233,6 +233,12 @@ impl Door {
             }
             Ok(Message::Request { id, method, .. }) => (id, Method::parse(&method)),
             Ok(Message::Notification { .. } | Message::Response { .. }) => {
+                if message.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                {
+                    if let Some(request) = message.pointer("/params/requestId") {
+                        session.cancelled_by_client(request);
+                    }
+                }
                 return match session.send(message) {
                     Ok(()) => labeled(empty(StatusCode::ACCEPTED), Method::Other, "ok"),
                     Err(error) => refused(None, &error, Method::Other),
@@ -253,11 +259,24 @@ impl Door {
             return response;
         }
         // Renews the caller's exchanged token for the session's next messages.
-        if let Err(error) = caller.access.session_identity().await {
-            if let Some(audit) = audit {
-                audit.finish(AuditOutcome::Error, 0, Some(error.to_string()));
+        let identity = match caller.access.session_identity().await {
+            Ok(identity) => identity,
+            Err(error) => {
+                if let Some(audit) = audit {
+                    audit.finish(AuditOutcome::Error, 0, Some(error.to_string()));
+                }
+                return refused(Some(id), &error, method);
             }
-            return refused(Some(id), &error, method);
+        };
+        // The backend session was told who the client was when it started; told otherwise now
+        // (its claims changed), the session ends and the client starts a new one.
+        if !session.tells(&identity) {
+            drop(audit);
+            drop(busy);
+            self.sessions
+                .end(session.key(), EndReason::IdentityChanged)
+                .await;
+            return refused(Some(id), &GatewayError::SessionNotFound, method);
         }
         session.heard_from(caller.access.clone());
         let answer = super::session::Answer {

@@ -38,6 +38,9 @@ use crate::mrtr::quota::Place;
 use crate::protocol::Method;
 use crate::sync::LockRecovered;
 
+/// The backend's questions a 2026-07-28 client would get as a round.
+const INPUT_REQUESTS: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
+
 /// Announcements that concern no request: they go where a client listens for such things.
 const UNRELATED: [&str; 4] = [
     "notifications/tools/list_changed",
@@ -59,6 +62,8 @@ pub struct LegacySession {
     /// The client as its latest request showed it: updates of resources its policy hides are
     /// not passed on.
     caller: Mutex<Arc<CallerAccess>>,
+    /// What the backend session was told about the client when it started.
+    identity: String,
     /// The session's place in the `[legacy]` limits, given back when it is dropped.
     _place: Place,
 }
@@ -160,6 +165,7 @@ impl LegacySession {
             last_seen: Mutex::new(Instant::now()),
             reader: Mutex::new(None),
             caller: Mutex::new(caller),
+            identity: identity.fingerprint().to_string(),
             _place: place,
         });
         let reader = tokio::spawn(read_backend(
@@ -224,6 +230,25 @@ impl LegacySession {
     /// Client requests whose response has not come.
     pub fn requests_in_flight(&self) -> usize {
         self.routing.lock_recovered().in_flight.len()
+    }
+
+    /// Whether the backend session was told about the client what `identity` tells.
+    pub(crate) fn tells(&self, identity: &SessionIdentity) -> bool {
+        self.identity == identity.fingerprint()
+    }
+
+    /// The client cancelled a request: its audit record says so now (the backend may still
+    /// answer, and the stream carries whatever it sends).
+    pub(crate) fn cancelled_by_client(&self, request_id: &Value) {
+        let audit = self
+            .routing
+            .lock_recovered()
+            .in_flight
+            .get_mut(&id_key(request_id))
+            .and_then(|request| request.answer.audit.take());
+        if let Some(audit) = audit {
+            audit.finish(AuditOutcome::Cancelled, 0, None);
+        }
     }
 
     /// The client's latest request came from `caller`.
@@ -322,11 +347,14 @@ impl LegacySession {
                         .or(standalone),
                 }
             }
-            (Some(_), Some(_)) => routing.newest().map(|request| {
-                // A request of the backend's, on the stream of the call it belongs to: a round.
-                request.rounds += 1;
-                if let Some(audit) = request.answer.audit.as_mut() {
-                    audit.set_rounds(request.rounds);
+            (Some(method), Some(_)) => routing.newest().map(|request| {
+                // A question of the backend's on the stream of the call it belongs to is a
+                // round, as a 2026-07-28 client would get it (a ping is not).
+                if INPUT_REQUESTS.contains(&method) {
+                    request.rounds += 1;
+                    if let Some(audit) = request.answer.audit.as_mut() {
+                        audit.set_rounds(request.rounds);
+                    }
                 }
                 request.log.clone()
             }),
@@ -365,8 +393,16 @@ impl LegacySession {
             routing.progress.clear();
             routing.in_flight.drain().collect()
         };
-        for (key, request) in in_flight {
+        for (key, mut request) in in_flight {
             let id: Value = serde_json::from_str(&key).unwrap_or(Value::Null);
+            // The session ended before the backend answered: the call did not conclude.
+            if let Some(audit) = request.answer.audit.take() {
+                audit.finish(
+                    AuditOutcome::Cancelled,
+                    request.rounds,
+                    Some(why.to_string()),
+                );
+            }
             let message = answered(request.answer, request.rounds, internal_error(&id, why));
             request.log.push(&message);
             request.log.finish();
@@ -411,12 +447,13 @@ fn answered(answer: Answer, rounds: u32, mut message: Value) -> Value {
     }
     if let Some(audit) = audit {
         let (outcome, error) = match (message.get("error"), message.pointer("/result/isError")) {
+            // The code only: a backend's message may echo the arguments.
             (Some(error), _) => (
                 AuditOutcome::Error,
                 error
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .map(String::from),
+                    .get("code")
+                    .and_then(Value::as_i64)
+                    .map(|code| format!("backend error {code}")),
             ),
             (None, Some(Value::Bool(true))) => (AuditOutcome::Error, None),
             (None, _) => (AuditOutcome::Ok, None),

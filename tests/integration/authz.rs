@@ -571,6 +571,26 @@ async fn a_stdio_backend_is_told_who_calls_in_its_environment() {
         assert_eq!(seen["env"]["MCP_USER"], user);
         assert_eq!(seen["env"]["MCP_GROUPS"], group);
     }
+    // A 2025-11-25 session is told who called when it started; once the caller's claims tell
+    // otherwise, the session ends (404) and a new one is told anew.
+    let reader = issuer.token("carol", json!({"groups": ["readers"]}));
+    let session = legacy_session(&h.url, &reader).await;
+    let whoami_call = |id: i64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}});
+    let seen = legacy_post(&h.url, &session, &reader, whoami_call(4)).await;
+    assert_eq!(
+        response(&seen, 4)["result"]["structuredContent"]["env"]["MCP_GROUPS"],
+        "readers"
+    );
+    let promoted = issuer.token("carol", json!({"groups": ["editors"]}));
+    let ended = legacy_post(&h.url, &session, &promoted, whoami_call(5)).await;
+    assert_rpc_error(&ended, 404, -32600);
+    let session = legacy_session(&h.url, &promoted).await;
+    let seen = legacy_post(&h.url, &session, &promoted, whoami_call(6)).await;
+    assert_eq!(
+        response(&seen, 6)["result"]["structuredContent"]["env"]["MCP_GROUPS"],
+        "editors"
+    );
+
     // A caller the expression cannot describe is refused, never served anonymously.
     let nameless = issuer.token("nobody", json!({}));
     let refused = post_with_bearer(&h.url, Some(&nameless), &call(3, "whoami", json!({}))).await;

@@ -190,10 +190,10 @@ rounded up. Fails on a unit the gateway does not know.
 {{- if not (and $route.auth $route.auth.mode) }}
 {{- fail (printf "config.route[%d].auth: required (mode none, bearer or jwt)" $i) }}
 {{- end }}
-{{- if eq $route.auth.mode "none" }}
-{{- if (index $backends $route.backend).token_exchange }}
-{{- fail (printf "config.route[%d].auth: backend %s exchanges the caller's token (token_exchange): the route must authenticate (mode bearer or jwt)" $i $route.backend) }}
+{{- if and (ne $route.auth.mode "jwt") (index $backends $route.backend).token_exchange }}
+{{- fail (printf "config.route[%d].auth: backend %s exchanges the caller's token (token_exchange): the route must take JWTs (mode jwt)" $i $route.backend) }}
 {{- end }}
+{{- if eq $route.auth.mode "none" }}
 {{- range $r, $rule := $route.policy }}
 {{- if $rule.scopes }}
 {{- fail (printf "config.route[%d].policy[%d].scopes: an anonymous caller has no scopes (route auth mode none)" $i $r) }}

@@ -259,3 +259,42 @@ fn a_policy_is_shared_across_threads() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<RoutePolicy>();
 }
+
+#[test]
+fn a_resource_uri_a_backend_would_read_otherwise_is_hidden() {
+    // A deny on /etc, then everything: only URIs that mean what they say reach the allow.
+    let policy = RoutePolicy::from_toml(
+        "[[policy]]\nresources = ['file:///etc/*']\neffect = 'deny'\n[[policy]]\nresources = ['*']",
+    )
+    .unwrap()
+    .unwrap();
+    let facts = Facts::new("p", &serde_json::Map::new(), &[]);
+    for (uri, expected) in [
+        ("file:///tmp/notes.txt", Allow),
+        ("file:///dir/", Allow),
+        ("demo://item/7", Allow),
+        ("demo://item/{id}", Allow),
+        ("urn:isbn:0451450523", Allow),
+        ("file:///etc/passwd", Hidden),
+        ("file:///tmp/../etc/passwd", Hidden),
+        ("file:///tmp/./x", Hidden),
+        ("file:///tmp/..", Hidden),
+        ("file:////etc/passwd", Hidden),
+        ("FILE:///etc/passwd", Hidden),
+        ("file:///%65tc/passwd", Hidden),
+        ("file:///tmp/a%2F..%2Fetc", Hidden),
+        ("file:///tmp\\..\\etc", Hidden),
+        (":nothing", Hidden),
+    ] {
+        assert_eq!(
+            policy.decide(&facts, "resources/read", Resource, uri),
+            expected,
+            "{uri}"
+        );
+    }
+    // Tools and prompts are names, not URIs: no such rule for them.
+    let tools = RoutePolicy::from_toml("[[policy]]\ntools = ['*']")
+        .unwrap()
+        .unwrap();
+    assert_eq!(tools.decide(&facts, "tools/call", Tool, "a%2e..b"), Allow);
+}

@@ -217,7 +217,10 @@ impl Pool {
         uris: &[String],
     ) -> ListenGuard {
         let inner = &self.inner;
-        inner.listening.listen(principal, uris, || ListenContext {
+        // One listening session per principal and identity: a caller told otherwise (its claims
+        // changed) is not heard through the session told who it was before.
+        let listener = format!("{principal}\u{0}{}", identity.fingerprint());
+        inner.listening.listen(&listener, uris, || ListenContext {
             identity,
             spec: inner.spec.clone(),
             per_backend: inner.per_backend.clone(),
@@ -294,7 +297,9 @@ impl Pool {
             .lock_recovered()
             .until
             .is_some_and(|u| u > Instant::now());
-        self.cached_init().is_some() && !backing_off
+        // A backend told who calls is never started for nobody: it is ready until a session
+        // of a caller's fails to start.
+        (self.cached_init().is_some() || self.inner.spec.config.tells_identity()) && !backing_off
     }
 
     /// The capabilities this backend's sessions declare for a request that declared
@@ -307,6 +312,11 @@ impl Pool {
     /// Starts one session for an unauthenticated caller with no capabilities, so readiness
     /// reflects whether the backend can be reached; the session then waits as a spare.
     pub async fn probe(&self) -> Result<(), PoolError> {
+        if self.inner.spec.config.tells_identity() {
+            // An anonymous `initialize` would reach it without the identity or credential
+            // every session of it carries.
+            return Ok(());
+        }
         let profile = self.profile_for(&serde_json::json!({}));
         let lease = self
             .acquire(

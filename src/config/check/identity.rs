@@ -34,6 +34,12 @@ pub(crate) fn check_identity(
 ) -> Result<(), ConfigError> {
     for (name, backend) in backends {
         let key = format!("backend.{name}");
+        if backend.tells_identity() && !backend.pool.warm_profiles.is_empty() {
+            return Err(invalid(
+                format!("{key}.pool.warm_profiles"),
+                "a backend told who calls has no sessions for nobody: leave warm_profiles out",
+            ));
+        }
         check_identity_headers(&key, backend)?;
         check_identity_env(&key, backend)?;
         check_token_exchange(&key, backend)?;
@@ -42,11 +48,13 @@ pub(crate) fn check_identity(
         let exchanges = backends
             .get(&route.backend)
             .is_some_and(|b| b.token_exchange.is_some());
-        if exchanges && matches!(route.auth, AuthConfig::None) {
+        // Only an issuer's token goes to the authorization server: a static token is the
+        // gateway's own secret.
+        if exchanges && !matches!(route.auth, AuthConfig::Jwt(_)) {
             return Err(invalid(
                 format!("route[{i}].auth"),
                 format!(
-                    "backend {} exchanges the caller's token (token_exchange): the route must authenticate (mode = \"jwt\" or \"bearer\")",
+                    "backend {} exchanges the caller's token (token_exchange): the route must take JWTs (mode = \"jwt\")",
                     route.backend
                 ),
             ));
@@ -134,11 +142,25 @@ fn check_token_exchange(key: &str, backend: &BackendConfig) -> Result<(), Config
         .endpoint
         .parse()
         .map_err(|e| invalid(format!("{xkey}.endpoint"), format!("not a URL: {e}")))?;
-    if !matches!(endpoint.scheme_str(), Some("http" | "https")) || endpoint.host().is_none() {
-        return Err(invalid(
-            format!("{xkey}.endpoint"),
-            "must be an absolute http:// or https:// URL",
-        ));
+    // The client secret and the caller's token travel in the request: plain HTTP only to a
+    // token endpoint on loopback, as for a JWKS URL.
+    let loopback = endpoint
+        .host()
+        .map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+        .is_some_and(|h| {
+            h == "localhost"
+                || h.parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        });
+    match endpoint.scheme_str() {
+        Some("https") if endpoint.host().is_some() => {}
+        Some("http") if loopback => {}
+        _ => {
+            return Err(invalid(
+                format!("{xkey}.endpoint"),
+                "must be an https:// URL (plain http:// only on loopback)",
+            ))
+        }
     }
     for (field, value) in [
         ("client_id", &exchange.client_id),

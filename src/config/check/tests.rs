@@ -318,14 +318,24 @@ transport = "http"
 url = "http://127.0.0.1:9/mcp"
 "#;
 
+/// [`HTTP_BASE`] with a route that takes JWTs, whose tokens a backend may exchange.
+fn jwt_http_base() -> String {
+    HTTP_BASE.replace(
+        r#"auth = { mode = "bearer", tokens = [{ principal = "ci", token = "t" }] }"#,
+        r#"auth = { mode = "jwt", issuer = "https://issuer.example", audience = "gw", jwks_url = "https://issuer.example/jwks" }"#,
+    )
+}
+
 #[test]
 fn identity_check_names_the_key() {
+    let jwt = jwt_http_base();
+    let jwt = jwt.as_str();
     let check = |extra: &str, base: &str| {
         let c = parse(&format!("{base}{extra}\n"));
         check_identity(&c.backends, &c.routes)
     };
     let exchange = r#"token_exchange = { endpoint = "https://as.example/token", client_id = "gw", client_secret = "s" }"#;
-    check(exchange, HTTP_BASE).unwrap();
+    check(exchange, jwt).unwrap();
     check(
         r#"identity_headers = { "X-MCP-User" = "claims.sub" }"#,
         HTTP_BASE,
@@ -384,22 +394,32 @@ fn identity_check_names_the_key() {
             "backend.b.token_exchange: applies to transport = \"http\" only",
         ),
         (
-            HTTP_BASE,
+            jwt,
             &format!("{exchange}\nheaders = {{ authorization = \"Bearer static\" }}"),
             "backend.h.headers.Authorization: cannot be combined with token_exchange, which sets Authorization",
         ),
         (
-            HTTP_BASE,
-            &exchange.replace("https://as.example/token", "/token"),
-            "backend.h.token_exchange.endpoint: must be an absolute http:// or https:// URL",
+            jwt,
+            &exchange.replace("https://as.example/token", "http://as.example/token"),
+            "backend.h.token_exchange.endpoint: must be an https:// URL (plain http:// only on loopback)",
         ),
         (
-            HTTP_BASE,
+            jwt,
+            &format!("{exchange}\n[backend.h.pool]\nwarm_profiles = [{{}}]"),
+            "backend.h.pool.warm_profiles: a backend told who calls has no sessions for nobody",
+        ),
+        (
+            jwt,
+            &exchange.replace("https://as.example/token", "/token"),
+            "backend.h.token_exchange.endpoint: must be an https:// URL (plain http:// only on loopback)",
+        ),
+        (
+            jwt,
             &exchange.replace("client_secret = \"s\"", "client_secret = \"\""),
             "backend.h.token_exchange.client_secret: must not be empty",
         ),
         (
-            HTTP_BASE,
+            jwt,
             &exchange.replace(" }", ", scopes = [\"a b\"] }"),
             "backend.h.token_exchange.scopes[0]: must be a non-empty scope without spaces",
         ),
@@ -409,7 +429,12 @@ fn identity_check_names_the_key() {
                 "",
             ),
             exchange,
-            "route[0].auth: backend h exchanges the caller's token (token_exchange): the route must authenticate (mode = \"jwt\" or \"bearer\")",
+            "route[0].auth: backend h exchanges the caller's token (token_exchange): the route must take JWTs (mode = \"jwt\")",
+        ),
+        (
+            HTTP_BASE,
+            exchange,
+            "route[0].auth: backend h exchanges the caller's token (token_exchange): the route must take JWTs (mode = \"jwt\")",
         ),
     ];
     for (base, extra, expected) in cases {

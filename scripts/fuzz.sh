@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bounded fuzzing of the front request parser/validator, requestState opening, answer
-# validation and route policies (rules, conditions, identity expressions), from the committed
+# validation, route policies (rules, conditions, identity expressions) and authorization
+# headers (bearer tokens, scopes, the step-up challenge), from the committed
 # seed corpus. Fails on any crash. Needs the nightly toolchain (libFuzzer and sanitizers) and
 # cargo-fuzz, installed here when missing.
 set -euo pipefail
@@ -24,7 +25,7 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for target in front_request request_state answers policy; do
+for target in front_request request_state answers policy authorization; do
   mkdir -p "$work/$target"
   echo "== fuzz $target for ${SECONDS_PER_TARGET}s"
   # New inputs go to the scratch corpus; the committed seeds are read only.

@@ -210,7 +210,7 @@ impl Authenticator {
 
 /// A JWT's scopes: `scope` (space-separated, RFC 8693 §4.2) or `scp` (a string or an array,
 /// as some issuers write it).
-fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
+pub(crate) fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
     let words = |text: &str| text.split_whitespace().map(String::from).collect();
     match (claims.get("scope"), claims.get("scp")) {
         (Some(Value::String(scope)), _) => words(scope),
@@ -225,7 +225,7 @@ fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
 }
 
 /// The bearer token of `Authorization`.
-fn bearer_token(headers: &HeaderMap) -> Result<&str, AuthError> {
+pub(crate) fn bearer_token(headers: &HeaderMap) -> Result<&str, AuthError> {
     headers
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

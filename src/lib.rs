@@ -72,4 +72,26 @@ pub mod internals {
     pub use crate::mrtr::inputs::{gate, Gate, InputKind, PendingInput};
     pub use crate::mrtr::state::{now_ms, params_digest, random_id};
     pub use crate::protocol::Method;
+
+    /// The bearer token of an `Authorization` header value, as authentication reads it.
+    pub fn bearer_token_of(authorization: &[u8]) -> Option<String> {
+        let value = http::HeaderValue::from_bytes(authorization).ok()?;
+        let mut headers = http::HeaderMap::new();
+        headers.insert(http::header::AUTHORIZATION, value);
+        crate::auth::bearer_token(&headers).ok().map(String::from)
+    }
+
+    /// The scopes a JWT's claims (as JSON) carry.
+    pub fn scopes_of_claims(claims: &serde_json::Map<String, serde_json::Value>) -> Vec<String> {
+        crate::auth::scopes_of(claims)
+    }
+
+    /// The `insufficient_scope` challenge a 403 carries, if it can be written as a header.
+    pub fn insufficient_scope_challenge(metadata_url: &str, scopes: Vec<String>) -> Option<String> {
+        let error = crate::error::GatewayError::InsufficientScope { scopes };
+        let mut response = crate::http_serve::error_response(None, &error);
+        crate::http_serve::scope_challenge(metadata_url, &error, &mut response);
+        let challenge = response.headers().get(http::header::WWW_AUTHENTICATE)?;
+        Some(challenge.to_str().ok()?.to_string())
+    }
 }

@@ -345,3 +345,6 @@ fn hidden(method: Method, kind: ItemKind, name: &str, era: Era) -> GatewayError 
     );
     GatewayError::unknown_item(as_method, name, era)
 }
+
+#[cfg(test)]
+mod tests;

@@ -56,9 +56,10 @@ fn parse_algorithm(name: &str) -> Option<Algorithm> {
 pub(crate) struct Identity {
     /// Keys backend sessions and binds every `requestState`.
     pub principal: String,
-    /// A JWT's claims, or a static token's configured ones (with `sub`).
-    pub claims: Map<String, Value>,
-    pub scopes: Vec<String>,
+    /// A JWT's claims, or a static token's configured ones (with `sub`): shared, not copied,
+    /// by each request of a static token.
+    pub claims: Arc<Map<String, Value>>,
+    pub scopes: Arc<[String]>,
     /// The bearer token as presented; only a token exchange sends it on.
     pub token: Option<BearerSecret>,
 }
@@ -68,8 +69,8 @@ impl Identity {
     pub(crate) fn anonymous() -> Self {
         Self {
             principal: ANONYMOUS.to_string(),
-            claims: Map::new(),
-            scopes: Vec::new(),
+            claims: Arc::default(),
+            scopes: Arc::new([]),
             token: None,
         }
     }
@@ -112,8 +113,8 @@ impl std::fmt::Debug for BearerSecret {
 /// A static token's principal, scopes and claims.
 pub(crate) struct StaticIdentity {
     principal: String,
-    claims: Map<String, Value>,
-    scopes: Vec<String>,
+    claims: Arc<Map<String, Value>>,
+    scopes: Arc<[String]>,
 }
 
 /// The authenticator of one route.
@@ -150,8 +151,8 @@ impl Authenticator {
                         digest,
                         StaticIdentity {
                             principal,
-                            claims,
-                            scopes: token.scopes.clone(),
+                            claims: Arc::new(claims),
+                            scopes: token.scopes.clone().into(),
                         },
                     );
                 }
@@ -173,8 +174,8 @@ impl Authenticator {
                 let (principal, claims) = verifier.verify(token).await?;
                 Ok(Identity {
                     principal,
-                    scopes: scopes_of(&claims),
-                    claims,
+                    scopes: scopes_of(&claims).into(),
+                    claims: Arc::new(claims),
                     token: Some(BearerSecret(token.into())),
                 })
             }
@@ -611,7 +612,7 @@ mod tests {
             }
             let token = token(claims, "k1");
             let identity = auth.authenticate(&bearer(&token)).await.unwrap();
-            assert_eq!(identity.scopes, expected, "{extra}");
+            assert_eq!(*identity.scopes, expected, "{extra}");
             assert_eq!(identity.claims["groups"], json!(["editors"]));
             assert_eq!(identity.token.as_ref().unwrap().expose(), token);
             assert!(!format!("{identity:?}").contains(&token));
@@ -632,7 +633,7 @@ mod tests {
         .unwrap();
         let auth = Authenticator::new(&config, None).unwrap();
         let ci = auth.authenticate(&bearer("t")).await.unwrap();
-        assert_eq!(ci.scopes, ["tools:all"]);
+        assert_eq!(*ci.scopes, ["tools:all"]);
         assert_eq!(ci.claims["groups"], json!(["editors"]));
         assert_eq!(ci.claims["sub"], json!("ci"));
         let ops = auth.authenticate(&bearer("o")).await.unwrap();

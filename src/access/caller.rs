@@ -132,7 +132,7 @@ impl RouteAccess {
 
     /// The request's caller as the rules see it; its facts are built once, if anything reads
     /// them.
-    pub(crate) fn caller(self: &Arc<Self>, identity: Arc<Identity>) -> CallerAccess {
+    pub(crate) fn caller(self: &Arc<Self>, identity: Identity) -> CallerAccess {
         let reads_facts = self.policy.is_some()
             || !self.identity_headers.is_empty()
             || !self.identity_env.is_empty();
@@ -149,7 +149,7 @@ impl RouteAccess {
 /// One request's caller under its route's rules.
 pub(crate) struct CallerAccess {
     rules: Arc<RouteAccess>,
-    identity: Arc<Identity>,
+    identity: Identity,
     facts: Option<Facts>,
 }
 

@@ -4,7 +4,7 @@
 //! the caller's requests. Never the caller's own token.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use arc_swap::ArcSwap;
 use http::{HeaderMap, HeaderName, HeaderValue};
@@ -53,9 +53,12 @@ impl SessionIdentity {
         }
     }
 
-    /// Nothing to tell: routes without identity settings.
+    /// Nothing to tell: routes without identity settings. One value for every such request,
+    /// made (and its fingerprint hashed) once.
     pub(crate) fn none() -> Arc<Self> {
-        Arc::new(Self::new(Vec::new(), Vec::new(), None))
+        static NONE: LazyLock<Arc<SessionIdentity>> =
+            LazyLock::new(|| Arc::new(SessionIdentity::new(Vec::new(), Vec::new(), None)));
+        NONE.clone()
     }
 
     pub(crate) fn fingerprint(&self) -> &str {

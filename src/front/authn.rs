@@ -82,7 +82,7 @@ impl Authenticate {
                     scope_challenge(route, request.headers(), &error, &mut response);
                     return Err(response);
                 }
-                let caller = route.access.caller(Arc::new(identity));
+                let caller = route.access.caller(identity);
                 request.extensions_mut().insert(Principal(Arc::new(caller)));
                 return Ok(request);
             }

@@ -29,12 +29,12 @@ fn caller(rules: &Arc<RouteAccess>, claims: Value, scopes: &[&str]) -> CallerAcc
     let Value::Object(claims) = claims else {
         panic!("claims are an object")
     };
-    rules.caller(Arc::new(Identity {
+    rules.caller(Identity {
         principal: "bearer ci".into(),
-        claims,
+        claims: Arc::new(claims),
         scopes: scopes.iter().map(|s| s.to_string()).collect(),
         token: None,
-    }))
+    })
 }
 
 const POLICY: &str = r#"

@@ -219,6 +219,8 @@ pub(crate) fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
         (_, Some(Value::Array(scp))) => scp
             .iter()
             .filter_map(Value::as_str)
+            // A scope is one non-empty word (RFC 6749 §3.3); any other entry grants nothing.
+            .filter(|s| !s.is_empty() && !s.contains(char::is_whitespace))
             .map(String::from)
             .collect(),
         _ => Vec::new(),
@@ -600,6 +602,8 @@ mod tests {
             ),
             (json!({"scp": "tools:read"}), vec!["tools:read"]),
             (json!({"scp": ["a", "b", 3]}), vec!["a", "b"]),
+            // An empty or spaced entry is not a scope.
+            (json!({"scp": ["", "a b", "c"]}), vec!["c"]),
             // `scope` wins over `scp`.
             (json!({"scope": "x", "scp": ["y"]}), vec!["x"]),
             (json!({"scope": 7}), vec![]),

@@ -61,6 +61,10 @@ pub enum BackendError {
     Initialize(String),
     #[error("backend did not answer within {0:?}")]
     Timeout(std::time::Duration),
+    /// The backend refused the gateway's request (HTTP 401 or 403): its credentials, or the
+    /// caller's exchanged token, are not accepted.
+    #[error("backend refused the request: {0}")]
+    Refused(String),
     /// The session cannot take this call now; another attempt can.
     #[error("{0}")]
     Busy(String),
@@ -314,6 +318,20 @@ impl GatewayError {
         Self::Backend(rewritten)
     }
 
+    /// An error object a 2026-07-28 backend returned: its codes already mean what 2026-07-28
+    /// says, except `-32022`, which says the backend does not speak the revision the gateway
+    /// sent (the gateway's problem, not the client's).
+    pub fn from_modern_backend(error: JsonRpcError, method: &str) -> Self {
+        match error.code {
+            codes::UNSUPPORTED_PROTOCOL_VERSION => Self::Upstream(BackendError::Closed(format!(
+                "the backend does not speak 2026-07-28 any more: {}",
+                error.message
+            ))),
+            codes::HEADER_MISMATCH => Self::Backend(error),
+            _ => Self::from_backend(error, method, &Value::Null),
+        }
+    }
+
     /// A pool or session that cannot take the call now, though another attempt can (503),
     /// rather than a backend that failed (502).
     fn lower_layer_busy(&self) -> bool {
@@ -362,7 +380,10 @@ impl GatewayError {
             Self::Held(_) | Self::ListenLimit(_) | Self::SessionLimit(_) => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            Self::Backend(e) if e.code == codes::MISSING_CLIENT_CAPABILITY => {
+            Self::Backend(e)
+                if e.code == codes::MISSING_CLIENT_CAPABILITY
+                    || e.code == codes::HEADER_MISMATCH =>
+            {
                 StatusCode::BAD_REQUEST
             }
             Self::Backend(_) => StatusCode::OK,

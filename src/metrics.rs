@@ -17,6 +17,9 @@ pub struct Metrics {
     pub held_age: Histogram,
     pub redemptions: IntCounterVec,
     pub sessions: IntGaugeVec,
+    /// 1 for the revision each backend speaks (`2026-07-28`, `2025-11-25`, `unknown` before
+    /// its first probe), 0 for the others.
+    pub backend_era: IntGaugeVec,
     pub session_starts: IntCounterVec,
     pub pool_wait: HistogramVec,
     pub request_bytes: IntCounter,
@@ -115,6 +118,13 @@ impl Metrics {
         let sessions = must(IntGaugeVec::new(
             Opts::new("mrtr_backend_sessions", "Backend sessions by state."),
             &["backend", "state"],
+        ));
+        let backend_era = must(IntGaugeVec::new(
+            Opts::new(
+                "mrtr_backend_era",
+                "The revision each backend speaks: 1 for its era, 0 for the others.",
+            ),
+            &["backend", "era"],
         ));
         let session_starts = must(IntCounterVec::new(
             Opts::new(
@@ -233,6 +243,7 @@ impl Metrics {
             Box::new(held_age.clone()),
             Box::new(redemptions.clone()),
             Box::new(sessions.clone()),
+            Box::new(backend_era.clone()),
             Box::new(session_starts.clone()),
             Box::new(pool_wait.clone()),
             Box::new(request_bytes.clone()),
@@ -259,6 +270,7 @@ impl Metrics {
             held_age,
             redemptions,
             sessions,
+            backend_era,
             session_starts,
             pool_wait,
             request_bytes,

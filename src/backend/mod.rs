@@ -1,4 +1,5 @@
-//! The back side: a 2025-11-25 MCP client for legacy servers.
+//! The back side: a 2025-11-25 MCP client for legacy servers, and a 2026-07-28 one for
+//! modern servers.
 //!
 //! - [`stdio`] and [`http`] move JSON-RPC messages to and from one server process or HTTP session;
 //! - [`session`] owns one initialized MCP session: request ids, routing of responses, server
@@ -7,12 +8,16 @@
 //! - [`changes`] gathers what backends announce outside calls (list changes, resource
 //!   updates), per principal; [`listen`] keeps a session open per listening principal.
 //!
-//! Nothing here knows about 2026-07-28; the front decides what reaches a client.
+//! - [`modern`] reaches 2026-07-28 backends: each request relayed on its own, and the era
+//!   of a backend detected.
+//!
+//! Only [`modern`] speaks 2026-07-28; the front decides what reaches a client.
 
 pub(crate) mod changes;
 mod http;
 pub(crate) mod identity;
 pub(crate) mod listen;
+pub(crate) mod modern;
 pub(crate) mod pool;
 pub(crate) mod session;
 mod stdio;
@@ -152,6 +157,16 @@ impl Encoded {
 
 impl Transport {
     pub(crate) async fn connect(
+        spec: &BackendSpec,
+        identity: &SessionIdentity,
+        inbound: mpsc::Sender<TransportEvent>,
+    ) -> Result<Self, BackendError> {
+        Self::connect_now(spec, identity, inbound)
+    }
+
+    /// [`Transport::connect`], for callers that cannot wait: starting either transport never
+    /// waits on the backend.
+    pub(crate) fn connect_now(
         spec: &BackendSpec,
         identity: &SessionIdentity,
         inbound: mpsc::Sender<TransportEvent>,

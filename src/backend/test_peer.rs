@@ -139,7 +139,7 @@ impl TestPeer {
     /// What a session needs to reach this peer; `extra` is more of the backend's TOML table.
     pub(super) fn spec(&self, extra: &str) -> Arc<BackendSpec> {
         let config: BackendConfig = toml::from_str(&format!(
-            "transport = \"http\"\nurl = \"{}\"\n{extra}",
+            "transport = \"http\"\nera = \"2025-11-25\"\nurl = \"{}\"\n{extra}",
             self.url
         ))
         .unwrap();

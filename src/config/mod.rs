@@ -325,6 +325,23 @@ impl RouteConfig {
     }
 }
 
+/// The revision a backend speaks: detected (`auto`), or fixed by the operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+pub enum BackendEra {
+    /// Probed with `server/discover` at first use (and again after the backend restarts or
+    /// fails): a 2026-07-28 answer, or a 2026-07-28 error naming it, means modern; anything
+    /// else legacy. A dual-era server is used as modern.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// Stateless 2026-07-28: each request relayed as it came, rounds included.
+    #[serde(rename = "2026-07-28")]
+    Modern,
+    /// `initialize` and sessions: server requests bridged into rounds.
+    #[serde(rename = "2025-11-25")]
+    Legacy,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TransportKind {
@@ -336,6 +353,9 @@ pub enum TransportKind {
 #[serde(deny_unknown_fields)]
 pub struct BackendConfig {
     pub transport: TransportKind,
+    /// `"auto"` (default), `"2026-07-28"` or `"2025-11-25"`.
+    #[serde(default)]
+    pub era: BackendEra,
     /// stdio: program to spawn.
     #[serde(default)]
     pub command: Option<String>,
@@ -480,6 +500,8 @@ impl Config {
             "demo".to_string(),
             BackendConfig {
                 transport: TransportKind::Stdio,
+                // The demo is a 2025-11-25 server: nothing to probe.
+                era: BackendEra::Legacy,
                 command: Some(self_exe.to_string_lossy().into_owned()),
                 args: vec!["demo-backend".into()],
                 env: BTreeMap::new(),

@@ -90,7 +90,12 @@ fn answer(gateway: &Gateway, request: &Request<Incoming>) -> Response<Body> {
                 let stats = pool.stats();
                 backends.insert(
                     pool.backend_name().to_string(),
-                    json!({"sessions": stats.open, "idle": stats.idle, "ready": pool.ready()}),
+                    json!({
+                        "era": pool.era_label(),
+                        "sessions": stats.open,
+                        "idle": stats.idle,
+                        "ready": pool.ready(),
+                    }),
                 );
             }
             let status = json!({

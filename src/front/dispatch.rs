@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use http::{HeaderMap, Request, Response, StatusCode};
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
@@ -26,6 +26,9 @@ use super::route::Route;
 use super::translate;
 use crate::access::{denial_reason, CallerAccess};
 use crate::audit::{AuditLog, AuditOutcome, PendingAudit};
+use crate::backend::identity::SessionIdentity;
+use crate::backend::modern::detect::ResolvedEra;
+use crate::backend::modern::{param_headers, MODERN_VERSION};
 use crate::error::GatewayError;
 use crate::fleet::{forwarded_by, mark_owner_unavailable};
 use crate::http_serve::{
@@ -33,7 +36,8 @@ use crate::http_serve::{
 };
 use crate::jsonrpc;
 use crate::mrtr::Bridge;
-use crate::mrtr::{Caller, Continuation, ForwardedCall};
+use crate::mrtr::{Caller, Continuation, ForwardedCall, RequestScope};
+use crate::protocol::META_PROTOCOL_VERSION;
 use crate::protocol::{Era, Method};
 
 #[derive(Clone)]
@@ -110,6 +114,10 @@ impl Dispatch {
         match command {
             Command::Discover { scope } => {
                 let identity = caller.session_identity().await?;
+                let modern = route.pool.modern();
+                if modern.era(&identity).await? == ResolvedEra::Modern {
+                    return self.relay_discover(id, scope, caller, identity).await;
+                }
                 let init = self
                     .bridge
                     .server_init(
@@ -139,7 +147,10 @@ impl Dispatch {
                 // Rounds the call went through before this request, for its audit record.
                 let rounds_before = match (&audit, &call.continuation) {
                     (Some(_), Some(Continuation::Retry { token, .. })) => {
-                        self.bridge.round_of(token)
+                        match self.bridge.round_of(token) {
+                            0 => self.bridge.relayed_round_of(token),
+                            rounds => rounds,
+                        }
                     }
                     _ => 0,
                 };
@@ -205,7 +216,11 @@ impl Dispatch {
         rounds_before: u32,
         audit: &mut Option<PendingAudit>,
     ) -> Result<Response<Body>, GatewayError> {
-        if call.method == Method::ToolsCall {
+        let identity = caller.session_identity().await?;
+        let modern = self.route.pool.modern();
+        let relayed = modern.era(&identity).await? == ResolvedEra::Modern;
+        // A modern backend checks `Mcp-Param-*` against its own schemas: they go on as sent.
+        if call.method == Method::ToolsCall && !relayed {
             let route = &self.route;
             route.tool_headers.check(
                 call.target.as_deref().unwrap_or_default(),
@@ -214,7 +229,6 @@ impl Dispatch {
                 route.pool.tools_generation(),
             )?;
         }
-        let identity = caller.session_identity().await?;
         let mut reply = Reply {
             route: self.route.clone(),
             id,
@@ -223,6 +237,7 @@ impl Dispatch {
             caller: caller.clone(),
             audit: None,
             rounds_before,
+            relayed,
         };
         if self.calls_end.is_cancelled() {
             // Past the drain's end the calls held here are gone: a retry is told so, as it will
@@ -240,10 +255,23 @@ impl Dispatch {
             principal: caller.principal().to_string(),
             identity,
         };
-        let started = tokio::select! {
-            biased;
-            started = self.bridge.call(&self.route.pool, caller, call) => started?,
-            () = self.calls_end.cancelled() => return Err(GatewayError::ShutDown),
+        let pool = &self.route.pool;
+        let started = if relayed {
+            let param_headers = param_headers(headers);
+            let relay =
+                self.bridge
+                    .relay(modern, caller, call, param_headers, pool.request_timeout());
+            tokio::select! {
+                biased;
+                started = relay => started?,
+                () = self.calls_end.cancelled() => return Err(GatewayError::ShutDown),
+            }
+        } else {
+            tokio::select! {
+                biased;
+                started = self.bridge.call(pool, caller, call) => started?,
+                () = self.calls_end.cancelled() => return Err(GatewayError::ShutDown),
+            }
         };
         // From here the answer's writer finishes the record (or, dropped unwritten, records the
         // call cancelled).
@@ -251,6 +279,51 @@ impl Dispatch {
             audit.set_rounds(rounds_before);
             audit
         });
+        Ok(reply.started(started, self.keep_alive, self.calls_end.clone()))
+    }
+
+    /// `server/discover` of a 2026-07-28 backend, relayed: its capabilities and instructions,
+    /// with the revisions this endpoint speaks.
+    async fn relay_discover(
+        &self,
+        id: Value,
+        scope: RequestScope,
+        caller: Arc<CallerAccess>,
+        identity: Arc<SessionIdentity>,
+    ) -> Result<Response<Body>, GatewayError> {
+        let mut meta = serde_json::Map::new();
+        meta.insert(META_PROTOCOL_VERSION.into(), json!(MODERN_VERSION));
+        let mut params = serde_json::Map::new();
+        params.insert("_meta".into(), Value::Object(meta));
+        let call = ForwardedCall {
+            method: Method::Discover,
+            target: None,
+            arguments: None,
+            params,
+            continuation: None,
+            scope,
+            trace_headers: Vec::new(),
+        };
+        let reply = Reply {
+            route: self.route.clone(),
+            id,
+            method: Method::Discover,
+            retry: false,
+            caller: caller.clone(),
+            audit: None,
+            rounds_before: 0,
+            relayed: true,
+        };
+        let caller = Caller {
+            route: self.route.config.path.clone(),
+            principal: caller.principal().to_string(),
+            identity,
+        };
+        let pool = &self.route.pool;
+        let started = self
+            .bridge
+            .relay(pool.modern(), caller, call, Vec::new(), pool.init_timeout())
+            .await?;
         Ok(reply.started(started, self.keep_alive, self.calls_end.clone()))
     }
 }

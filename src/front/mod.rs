@@ -253,10 +253,14 @@ impl Gateway {
                     name: name.clone(),
                     source,
                 })?;
-            pools.insert(
-                name,
-                Arc::new(Pool::new(spec, metrics.clone(), shutdown.child_token())),
-            );
+            let pool =
+                Pool::new(spec, metrics.clone(), shutdown.child_token()).map_err(|source| {
+                    StartError::Backend {
+                        name: name.clone(),
+                        source,
+                    }
+                })?;
+            pools.insert(name, Arc::new(pool));
         }
         let needs_client = config
             .routes
@@ -471,6 +475,13 @@ impl Gateway {
                 .sessions
                 .with_label_values(&[name, "idle"])
                 .set(stats.idle as i64);
+            let era = pool.era_label();
+            for label in ["2026-07-28", "2025-11-25", "unknown"] {
+                self.metrics
+                    .backend_era
+                    .with_label_values(&[name, label])
+                    .set(i64::from(label == era));
+            }
         }
     }
 

@@ -99,6 +99,8 @@ pub(crate) struct Reply {
     pub audit: Option<PendingAudit>,
     /// Rounds the call went through before this request.
     pub rounds_before: u32,
+    /// Relayed from a 2026-07-28 backend: its results are already 2026-07-28's.
+    pub relayed: bool,
 }
 
 impl Reply {
@@ -162,6 +164,7 @@ impl Reply {
         // Read when the message is written: the first session may have started meanwhile.
         let init = match &outcome {
             Outcome::Error(_) => None,
+            _ if self.relayed => None,
             _ => self.route.backend_init(),
         };
         let server_info = init.as_deref().and_then(|init| init.get("serverInfo"));
@@ -169,7 +172,7 @@ impl Reply {
             Outcome::Final(result) => {
                 // Learned from the backend's whole list: what one caller may see must not
                 // decide which headers another's calls are checked for.
-                if self.method == Method::ToolsList {
+                if self.method == Method::ToolsList && !self.relayed {
                     if let Ok(list) = serde_json::from_str::<Value>(result.get()) {
                         self.route
                             .tool_headers
@@ -177,13 +180,17 @@ impl Reply {
                     }
                 }
                 let result = self.visible(result);
-                let stamped = translate::stamp_result(
-                    self.method,
-                    &result,
-                    &self.route.config,
-                    server_info,
-                    self.retry,
-                );
+                let stamped = if self.relayed {
+                    translate::relay_result(self.method, &result, &self.route.config, self.retry)
+                } else {
+                    translate::stamp_result(
+                        self.method,
+                        &result,
+                        &self.route.config,
+                        server_info,
+                        self.retry,
+                    )
+                };
                 (
                     written(&jsonrpc::result_message(&self.id, stamped)),
                     StatusCode::OK,
@@ -191,7 +198,11 @@ impl Reply {
             }
             Outcome::InputRequired(result) => {
                 count_round(&self.route.metrics, &self.route.config.path, &result);
-                let stamped = translate::stamp_interim(result, server_info);
+                let stamped = if self.relayed {
+                    result
+                } else {
+                    translate::stamp_interim(result, server_info)
+                };
                 (
                     written(&jsonrpc::result_message(&self.id, stamped)),
                     StatusCode::OK,

@@ -1,5 +1,6 @@
 //! Field-level translation of what reaches a 2026-07-28 client: results stamped with what the
-//! revision requires, and the capabilities `server/discover` reports. (Params on their way to a
+//! revision requires (a relayed modern backend's results only with what the gateway answers for
+//! itself), and the capabilities `server/discover` reports. (Params on their way to a
 //! 2025-11-25 backend are the bridge's: `mrtr::setup`.)
 
 use serde::Serialize;
@@ -70,6 +71,45 @@ pub fn stamp_result(
                 }
             }
             put(&mut result, "tools", &tools);
+        }
+    }
+    result
+}
+
+/// A 2026-07-28 backend's complete result, relayed: as it is, with what the gateway answers
+/// for itself. `server/discover` names the revisions this endpoint speaks; what a caller sees
+/// under a policy is private to it; results of retries are not cached; and hints a backend
+/// left out are the route's.
+pub(crate) fn relay_result(
+    method: Method,
+    result: &RawValue,
+    route: &RouteConfig,
+    retry: bool,
+) -> RawObject {
+    let mut result: RawObject = match serde_json::from_str(result.get()) {
+        Ok(members) => members,
+        Err(_) => RawObject::from([("value".to_owned(), result.to_owned())]),
+    };
+    if !result.contains_key("resultType") {
+        put(&mut result, "resultType", &"complete");
+    }
+    if method == Method::Discover {
+        put(&mut result, "supportedVersions", SUPPORTED_VERSIONS);
+    }
+    if method.is_cacheable() {
+        if retry {
+            put(&mut result, "ttlMs", &0);
+            put(&mut result, "cacheScope", &"private");
+        } else {
+            if !route.policy.is_empty() {
+                put(&mut result, "cacheScope", &"private");
+            }
+            if !result.contains_key("ttlMs") {
+                put(&mut result, "ttlMs", &route.ttl_ms);
+            }
+            if !result.contains_key("cacheScope") {
+                put(&mut result, "cacheScope", &route.cache_scope.as_str());
+            }
         }
     }
     result

@@ -22,6 +22,26 @@ pub fn decode_header_value(raw: &str) -> Result<String, String> {
     }
 }
 
+/// A request-metadata header's value as a client writes it: plain when it can be, else the
+/// `=?base64?...?=` sentinel form (non-ASCII, control characters, surrounding whitespace, or a
+/// plain value that looks like the sentinel).
+pub(crate) fn encode_header_value(value: &str) -> http::HeaderValue {
+    let plain = !value.is_empty()
+        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && value.trim() == value
+        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    let text = if plain || value.is_empty() {
+        value.to_string()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(value)
+        )
+    };
+    // Printable ASCII or Base64: always a valid value.
+    http::HeaderValue::from_str(&text).unwrap_or(http::HeaderValue::from_static(""))
+}
+
 /// A request-metadata header's one value. The same header twice with different values is
 /// refused: a proxy that reads the other one would route the request differently.
 pub(crate) fn header_str<'a>(
@@ -55,5 +75,21 @@ mod tests {
             "élève"
         );
         assert!(decode_header_value("=?base64?***?=").is_err());
+        for value in [
+            "plain",
+            "élève",
+            " padded",
+            "=?base64?x?=",
+            "tab\there",
+            "a/b:c",
+        ] {
+            let encoded = encode_header_value(value);
+            assert_eq!(
+                decode_header_value(encoded.to_str().unwrap()).unwrap(),
+                value
+            );
+        }
+        assert_eq!(encode_header_value("get_weather"), "get_weather");
+        assert_eq!(encode_header_value("élève"), "=?base64?w6lsw6h2ZQ==?=");
     }
 }

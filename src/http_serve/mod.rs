@@ -10,7 +10,7 @@ mod sse;
 pub(crate) mod testing;
 
 pub(crate) use self::body::{accepts, MediaTypes, ReadBodyLayer};
-pub(crate) use self::headers::{decode_header_value, header_str};
+pub(crate) use self::headers::{decode_header_value, encode_header_value, header_str};
 pub(crate) use self::response::{
     empty, error_outcome, error_response, full, json_bytes_response, json_response, labeled,
     labeled_in, not_found, panicked, scope_challenge, Body, Labels,

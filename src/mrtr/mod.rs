@@ -28,6 +28,7 @@ pub(crate) mod inputs;
 mod park;
 pub(crate) mod quota;
 mod redeem;
+mod relay;
 mod run;
 mod setup;
 pub(crate) mod state;

@@ -26,6 +26,10 @@ use crate::protocol::Method;
 const VERSION: u8 = 1;
 /// First byte of a legacy session id ([`KeyRing::seal_bytes`] with this purpose).
 pub(crate) const SESSION_ID_VERSION: u8 = 2;
+/// First byte of a relayed round's state: a modern backend's own `requestState`, sealed.
+pub(crate) const RELAY_STATE_VERSION: u8 = 3;
+/// Longest relayed state accepted: it carries the backend's state, which may be large.
+pub(crate) const MAX_RELAY_TOKEN_LEN: usize = 1024 * 1024;
 const KEY_ID_LEN: usize = 4;
 const NONCE_LEN: usize = 12;
 /// Longest token accepted, so a hostile one costs nothing to reject.
@@ -119,7 +123,12 @@ impl KeyRing {
 
     /// Opens a token sealed for `purpose` by any key of the ring.
     pub fn open_bytes(&self, purpose: u8, token: &str) -> Result<Vec<u8>, StateRejection> {
-        if token.len() > MAX_TOKEN_LEN {
+        let longest = if purpose == RELAY_STATE_VERSION {
+            MAX_RELAY_TOKEN_LEN
+        } else {
+            MAX_TOKEN_LEN
+        };
+        if token.len() > longest {
             return Err(StateRejection::Malformed);
         }
         let bytes = URL_SAFE_NO_PAD

@@ -362,7 +362,7 @@ fn test_config(transport: Transport) -> Config {
         Transport::Http(_) => "http",
     };
     let mut config: Config = toml::from_str(&format!(
-        "[[route]]\npath = \"/mcp\"\nbackend = \"{BACKEND_NAME}\"\n\n[backend.{BACKEND_NAME}]\ntransport = \"{kind}\"\n"
+        "[[route]]\npath = \"/mcp\"\nbackend = \"{BACKEND_NAME}\"\n\n[backend.{BACKEND_NAME}]\ntransport = \"{kind}\"\nera = \"2025-11-25\"\n"
     ))
     .expect("base test configuration");
     config.server.listen = SocketAddr::from(([127, 0, 0, 1], 0));

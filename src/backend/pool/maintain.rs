@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{PoolInner, Purpose};
+use crate::backend::identity::SessionIdentity;
+use crate::backend::modern::detect::ResolvedEra;
 use crate::backend::session::Session;
 use crate::sync::LockRecovered;
 
@@ -65,7 +67,16 @@ pub(super) async fn maintain(inner: Arc<PoolInner>) {
             .lock_recovered()
             .until
             .is_some_and(|u| u > Instant::now());
-        if backing_off {
+        if backing_off || to_warm.is_empty() {
+            continue;
+        }
+        // Spares are sessions: a 2026-07-28 backend has none.
+        let nobody = SessionIdentity::none();
+        let era = tokio::select! {
+            _ = inner.stop.cancelled() => return,
+            era = inner.modern.era(&nobody) => era,
+        };
+        if !matches!(era, Ok(ResolvedEra::Legacy)) {
             continue;
         }
         // One spare per key and tick keeps start-up load on the backend gentle.

@@ -43,6 +43,8 @@ use self::profile::profile_for;
 use self::starting::{Backoff, CachedInit};
 use super::changes::{Change, Feeds};
 use super::listen::{ListenContext, ListenGuard, Listening};
+use super::modern::detect::ResolvedEra;
+use super::modern::ModernBackend;
 use super::session::{DroppedNotices, PerBackend, Session};
 use super::BackendSpec;
 
@@ -135,6 +137,8 @@ struct PoolInner {
     feeds: Feeds,
     /// One session per listening principal, outside the call pool's slots.
     listening: Listening,
+    /// The same backend as 2026-07-28 sees it: its era, and requests relayed to it.
+    modern: Arc<ModernBackend>,
     stop: CancellationToken,
 }
 
@@ -159,7 +163,11 @@ pub struct PoolStats {
 impl Pool {
     /// A pool whose tasks end when `stop` (a child of the gateway's shutdown token) is
     /// cancelled, or when it is dropped.
-    pub fn new(spec: Arc<BackendSpec>, metrics: Arc<Metrics>, stop: CancellationToken) -> Self {
+    pub fn new(
+        spec: Arc<BackendSpec>,
+        metrics: Arc<Metrics>,
+        stop: CancellationToken,
+    ) -> Result<Self, crate::error::BackendError> {
         let max = spec.config.pool.max_sessions;
         // Profiles warmed from the start, for unauthenticated callers: their first call does
         // not wait for a backend to start.
@@ -181,6 +189,12 @@ impl Pool {
             init_roots: Arc::default(),
             dropped: DroppedNotices::new(&metrics, &spec.name),
         };
+        let background = TaskTracker::new();
+        let modern = Arc::new(ModernBackend::new(
+            spec.clone(),
+            background.clone(),
+            stop.clone(),
+        )?);
         let inner = Arc::new(PoolInner {
             spec,
             metrics,
@@ -194,14 +208,29 @@ impl Pool {
                 failures: 0,
                 until: None,
             }),
-            background: TaskTracker::new(),
+            background,
             per_backend,
             feeds: Feeds::default(),
             listening: Listening::default(),
+            modern,
             stop,
         });
         inner.background.spawn(maintain::maintain(inner.clone()));
-        Self { inner }
+        Ok(Self { inner })
+    }
+
+    /// The revision the backend speaks, as `/status` and the metrics show it: `unknown` before
+    /// its first probe.
+    pub fn era_label(&self) -> &'static str {
+        self.inner
+            .modern
+            .known_era()
+            .map_or("unknown", ResolvedEra::label)
+    }
+
+    /// The backend as a 2026-07-28 client reaches it: its era, and the relay's link.
+    pub(crate) fn modern(&self) -> &Arc<ModernBackend> {
+        &self.inner.modern
     }
 
     /// The list changes and resource updates this principal's sessions hear from now on.
@@ -291,6 +320,12 @@ impl Pool {
 
     /// A session of this backend initialized at least once and starting sessions works now.
     pub fn ready(&self) -> bool {
+        match self.inner.modern.known_era() {
+            // Ready once probed: a modern backend has no sessions to start.
+            Some(ResolvedEra::Modern) => return true,
+            Some(ResolvedEra::Legacy) => {}
+            None => return self.inner.spec.config.tells_identity(),
+        }
         let backing_off = self
             .inner
             .backoff
@@ -315,6 +350,11 @@ impl Pool {
         if self.inner.spec.config.tells_identity() {
             // An anonymous `initialize` would reach it without the identity or credential
             // every session of it carries.
+            return Ok(());
+        }
+        let nobody = SessionIdentity::none();
+        let era = self.inner.modern.era(&nobody).await;
+        if era.map_err(PoolError::Start)? == ResolvedEra::Modern {
             return Ok(());
         }
         let profile = self.profile_for(&serde_json::json!({}));
@@ -368,6 +408,7 @@ impl Pool {
     /// Stops maintenance and closes idle sessions politely.
     pub async fn shutdown(&self) {
         self.inner.stop.cancel();
+        self.inner.modern.shutdown().await;
         let idle: Vec<Session> = self
             .inner
             .keys()

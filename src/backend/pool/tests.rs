@@ -13,6 +13,7 @@ fn pool(peer: &TestPeer, extra: &str) -> Pool {
         Arc::new(Metrics::new()),
         CancellationToken::new(),
     )
+    .expect("a pool")
 }
 
 async fn lease(pool: &Pool, principal: &str) -> Result<Lease, PoolError> {

@@ -69,6 +69,12 @@ pub(crate) enum TransportEvent {
     },
     /// The transport can carry nothing more (process exited, HTTP session gone).
     Closed(String),
+    /// A message about one of the client's requests (`request`, its id), for that request's
+    /// stream: what the legacy path's reverse bridge knows and a backend session never says.
+    ForRequest {
+        request: Value,
+        message: Value,
+    },
 }
 
 /// Everything a session needs to reach one backend, resolved once from configuration.

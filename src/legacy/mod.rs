@@ -16,6 +16,7 @@
 //!
 //! Task: the sweeper, owned here, ends with the gateway.
 
+mod reverse;
 pub(crate) mod serve;
 mod session;
 mod streams;
@@ -29,8 +30,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use self::session::LegacySession;
+use self::reverse::ReverseLimits;
+use self::session::{LegacySession, UpstreamOf};
 use crate::access::CallerAccess;
+use crate::backend::modern::detect::ResolvedEra;
 use crate::config::{LegacyConfig, ANONYMOUS};
 use crate::error::{GatewayError, HeldError};
 use crate::metrics::Metrics;
@@ -189,10 +192,22 @@ impl LegacySessions {
                 GatewayError::SessionLimit(format!("this client has {n} sessions open"))
             }
         })?;
+        let pool = &endpoint.pool;
+        let modern = pool.modern();
+        let upstream = match modern.era(&identity).await? {
+            ResolvedEra::Legacy => UpstreamOf::Session(pool.spec()),
+            ResolvedEra::Modern => UpstreamOf::Reversed(
+                modern,
+                ReverseLimits {
+                    max_rounds: self.bridge.max_rounds(),
+                    request_timeout: pool.request_timeout(),
+                },
+            ),
+        };
         let session = LegacySession::connect(
             key.clone(),
             self,
-            endpoint.pool.spec(),
+            upstream,
             &identity,
             caller.clone(),
             self.config.replay_events,

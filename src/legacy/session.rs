@@ -26,11 +26,13 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::reverse::{ReverseBridge, ReverseLimits};
 use super::streams::{StreamLog, Streams};
 use super::LegacySessions;
 use crate::access::CallerAccess;
 use crate::audit::{AuditOutcome, PendingAudit};
 use crate::backend::identity::SessionIdentity;
+use crate::backend::modern::ModernBackend;
 use crate::backend::{Transport, TransportEvent};
 use crate::error::{BackendError, GatewayError};
 use crate::jsonrpc::codes;
@@ -49,10 +51,39 @@ const UNRELATED: [&str; 4] = [
     "notifications/resources/updated",
 ];
 
+/// What a session's messages go to: a backend session of its own, or, for a 2026-07-28
+/// backend, the reverse bridge.
+pub(crate) enum Upstream {
+    Session(Transport),
+    Reversed(ReverseBridge),
+}
+
+impl Upstream {
+    fn send(&self, message: Value) -> Result<(), BackendError> {
+        match self {
+            Self::Session(transport) => transport.send(message),
+            Self::Reversed(bridge) => bridge.send(message),
+        }
+    }
+
+    fn initialized(&self, version: &str) {
+        if let Self::Session(transport) = self {
+            transport.initialized(version);
+        }
+    }
+
+    async fn shutdown(&self) {
+        match self {
+            Self::Session(transport) => transport.shutdown().await,
+            Self::Reversed(bridge) => bridge.shutdown().await,
+        }
+    }
+}
+
 pub struct LegacySession {
     /// The table key, sealed into the client's session id.
     key: String,
-    transport: Transport,
+    transport: Upstream,
     streams: Arc<Streams>,
     routing: Mutex<Routing>,
     /// Client requests being read or answered, and streams being read, right now.
@@ -66,6 +97,12 @@ pub struct LegacySession {
     identity: String,
     /// The session's place in the `[legacy]` limits, given back when it is dropped.
     _place: Place,
+}
+
+/// What a new session connects to.
+pub(crate) enum UpstreamOf<'a> {
+    Session(&'a crate::backend::BackendSpec),
+    Reversed(&'a Arc<ModernBackend>, ReverseLimits),
 }
 
 /// What a request's response goes through on its way to the client.
@@ -144,18 +181,29 @@ fn internal_error(id: &Value, message: &str) -> Value {
 }
 
 impl LegacySession {
-    /// Connects a backend session for one client; the reader starts at once.
+    /// Connects a backend session for one client (or, for a 2026-07-28 backend, the reverse
+    /// bridge); the reader starts at once.
     pub(crate) async fn connect(
         key: String,
         sessions: &Arc<LegacySessions>,
-        spec: &crate::backend::BackendSpec,
-        identity: &SessionIdentity,
+        upstream: UpstreamOf<'_>,
+        identity: &Arc<SessionIdentity>,
         caller: Arc<CallerAccess>,
         keep: usize,
         place: Place,
     ) -> Result<Arc<Self>, BackendError> {
         let (inbound, events) = mpsc::channel(64);
-        let transport = Transport::connect(spec, identity, inbound).await?;
+        let transport = match upstream {
+            UpstreamOf::Session(spec) => {
+                Upstream::Session(Transport::connect(spec, identity, inbound).await?)
+            }
+            UpstreamOf::Reversed(backend, limits) => Upstream::Reversed(ReverseBridge::new(
+                backend.clone(),
+                identity.clone(),
+                inbound,
+                limits,
+            )),
+        };
         let session = Arc::new(Self {
             key,
             transport,
@@ -366,6 +414,27 @@ impl LegacySession {
         }
     }
 
+    /// Places a message about one client request on that request's stream (a question of the
+    /// backend's counts as a round); one whose request is gone is placed as any other.
+    fn deliver_for(&self, request: &Value, message: Value) {
+        let mut routing = self.routing.lock_recovered();
+        let Some(in_flight) = routing.in_flight.get_mut(&id_key(request)) else {
+            drop(routing);
+            return self.deliver(message);
+        };
+        if let Some(method) = message.get("method").and_then(Value::as_str) {
+            if message.get("id").is_some() && INPUT_REQUESTS.contains(&method) {
+                in_flight.rounds += 1;
+                if let Some(audit) = in_flight.answer.audit.as_mut() {
+                    audit.set_rounds(in_flight.rounds);
+                }
+            }
+        }
+        let log = in_flight.log.clone();
+        drop(routing);
+        log.push(&message);
+    }
+
     /// The transport could not deliver or answer a request.
     fn fail_request(&self, id: &Value, reason: &str) {
         let key = id_key(id);
@@ -487,6 +556,9 @@ async fn read_backend(
             // The client's answer was acknowledged when it arrived and the transport logged the
             // loss; the backend's own timeout ends its question, as it would with no gateway.
             TransportEvent::AnswerUndelivered { .. } => {}
+            TransportEvent::ForRequest { request, message } => {
+                session.deliver_for(&request, message)
+            }
             TransportEvent::Closed(reason) => break reason,
         }
     };

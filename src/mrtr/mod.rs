@@ -200,6 +200,11 @@ impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
             .ok()
     }
 
+    /// Rounds one call may go through (`mrtr.max_rounds`).
+    pub fn max_rounds(&self) -> u32 {
+        self.config.max_rounds
+    }
+
     /// This process's instance id, sealed into what it issues.
     pub fn instance(&self) -> &str {
         &self.instance

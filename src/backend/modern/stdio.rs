@@ -359,7 +359,7 @@ async fn run_router(
                         let _ = waiting.answer.send(Err(BackendError::Closed(reason)));
                     }
                 }
-                Some(TransportEvent::AnswerUndelivered { .. }) => {}
+                Some(TransportEvent::AnswerUndelivered { .. } | TransportEvent::ForRequest { .. }) => {}
                 Some(TransportEvent::Closed(reason)) => break reason,
                 None => break "backend process exited".to_string(),
             },

@@ -22,6 +22,7 @@ pub(super) async fn read_loop(core: Arc<SessionCore>, mut inbound: mpsc::Receive
             Some(TransportEvent::AnswerUndelivered { id, reason }) => {
                 core.answer_undelivered(&id, reason)
             }
+            Some(TransportEvent::ForRequest { message, .. }) => dispatch(&core, message),
             Some(TransportEvent::Closed(reason)) => break reason,
             None => break "transport stopped".to_string(),
         }

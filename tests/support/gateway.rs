@@ -19,14 +19,20 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-/// The legacy backend binary: cargo builds examples next to the test binaries' `deps` folder.
+/// The legacy backend binary.
 pub fn fixture_path() -> PathBuf {
+    example_path("legacy_backend")
+}
+
+/// The binary of the example `name`: cargo builds examples next to the test binaries' `deps`
+/// folder.
+pub fn example_path(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("target profile directory");
-    profile_dir.join("examples").join("legacy_backend")
+    profile_dir.join("examples").join(name)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

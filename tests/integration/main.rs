@@ -15,6 +15,7 @@ mod fleet;
 mod forwarding;
 mod legacy;
 mod listen;
+mod modern;
 mod modern_fixture;
 mod mrtr;
 mod pool;

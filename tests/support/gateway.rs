@@ -12,7 +12,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use mrtr_gateway::config::{BackendConfig, Config, RouteConfig, StaticRoot, UnsolicitedPolicy};
+use mrtr_gateway::config::{
+    BackendConfig, BackendEra, Config, RouteConfig, StaticRoot, UnsolicitedPolicy,
+};
 use mrtr_gateway::PoolStats;
 use mrtr_gateway::RunningGateway;
 use serde_json::Value;
@@ -23,6 +25,9 @@ use tokio::process::{Child, Command};
 pub fn fixture_path() -> PathBuf {
     example_path("legacy_backend")
 }
+
+/// The 2026-07-28-only test backend (an example, like the legacy one).
+pub const MODERN_FIXTURE: &str = "modern_backend";
 
 /// The binary of the example `name`: cargo builds examples next to the test binaries' `deps`
 /// folder.
@@ -66,12 +71,23 @@ impl HttpBackend {
     ) -> HttpBackend {
         let mut command = Command::new(fixture_path());
         command.envs(env.iter().copied());
-        command.arg("--http").arg(addr);
         if json_response {
             command.arg("--json-response");
         }
+        command.env("LEGACY_BACKEND_LOG", log);
+        Self::spawn(command, addr).await
+    }
+
+    /// The 2026-07-28 test backend (`modern_backend`) over Streamable HTTP.
+    pub async fn start_modern(addr: &str, log: &Path) -> HttpBackend {
+        let mut command = Command::new(example_path(MODERN_FIXTURE));
+        command.env("MODERN_BACKEND_LOG", log);
+        Self::spawn(command, addr).await
+    }
+
+    async fn spawn(mut command: Command, addr: &str) -> HttpBackend {
+        command.arg("--http").arg(addr);
         let mut child = command
-            .env("LEGACY_BACKEND_LOG", log)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -179,6 +195,8 @@ pub async fn wait_for_message(
 enum Transport {
     /// Spawns the fixture with `--stdio` and this environment.
     Stdio(BTreeMap<String, String>),
+    /// Spawns the 2026-07-28 fixture with `--stdio` and this environment.
+    ModernStdio(BTreeMap<String, String>),
     /// Streamable HTTP at this URL.
     Http(String),
 }
@@ -228,6 +246,32 @@ impl Harness {
             }
         };
         Self::start_config(dir, backend_log, transport, http_backend, configure).await
+    }
+
+    /// A gateway in front of the 2026-07-28 test backend (`modern_backend`), its era left to
+    /// detection (`era = "auto"`).
+    pub async fn start_modern(kind: Backend, configure: impl FnOnce(&mut Config)) -> Harness {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let backend_log = dir.path().join("backend.jsonl");
+        std::fs::write(&backend_log, "").expect("create backend log");
+        let (transport, http_backend) = match kind {
+            Backend::Stdio => {
+                let env = BTreeMap::from([(
+                    "MODERN_BACKEND_LOG".to_string(),
+                    backend_log.display().to_string(),
+                )]);
+                (Transport::ModernStdio(env), None)
+            }
+            Backend::Http | Backend::HttpJson => {
+                let backend = HttpBackend::start_modern("127.0.0.1:0", &backend_log).await;
+                (Transport::Http(backend.url.clone()), Some(backend))
+            }
+        };
+        Self::start_config(dir, backend_log, transport, http_backend, |config| {
+            config.legacy().era = BackendEra::Auto;
+            configure(config);
+        })
+        .await
     }
 
     /// A gateway in front of an HTTP URL that nothing (or something else) serves.
@@ -288,8 +332,21 @@ impl Harness {
         gateway.metrics().render()
     }
 
-    /// Every message the backend received so far, in order.
+    /// Every message the backend received so far, in order. (The modern backend logs each with
+    /// its HTTP headers, and its cancellations: [`Harness::backend_log_lines`].)
     pub fn backend_messages(&self) -> Vec<Value> {
+        self.backend_log_lines()
+            .into_iter()
+            .filter(|line| line.get("event").is_none())
+            .map(|line| match line.get("message") {
+                Some(message) if line.get("headers").is_some() => message.clone(),
+                _ => line,
+            })
+            .collect()
+    }
+
+    /// The backend's log as it wrote it, one JSON value per line.
+    pub fn backend_log_lines(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.backend_log)
             .unwrap_or_default()
             .lines()
@@ -364,7 +421,7 @@ pub const TEST_SETTLE_QUIET: Duration = Duration::from_millis(10);
 /// then).
 fn test_config(transport: Transport) -> Config {
     let kind = match transport {
-        Transport::Stdio(_) => "stdio",
+        Transport::Stdio(_) | Transport::ModernStdio(_) => "stdio",
         Transport::Http(_) => "http",
     };
     let mut config: Config = toml::from_str(&format!(
@@ -382,6 +439,11 @@ fn test_config(transport: Transport) -> Config {
     match transport {
         Transport::Stdio(env) => {
             backend.command = Some(fixture_path().display().to_string());
+            backend.args = vec!["--stdio".into()];
+            backend.env = env;
+        }
+        Transport::ModernStdio(env) => {
+            backend.command = Some(example_path(MODERN_FIXTURE).display().to_string());
             backend.args = vec!["--stdio".into()];
             backend.env = env;
         }

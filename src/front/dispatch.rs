@@ -134,7 +134,20 @@ impl Dispatch {
                     "ok",
                 ))
             }
-            Command::Listen { params } => self.listens.open(route, caller, id, &params).await,
+            Command::Listen {
+                params,
+                client_capabilities,
+            } => {
+                let identity = caller.session_identity().await?;
+                if route.pool.modern().era(&identity).await? == ResolvedEra::Modern {
+                    let listen = (params, client_capabilities);
+                    return self
+                        .listens
+                        .relay(route, caller, identity, id, listen)
+                        .await;
+                }
+                self.listens.open(route, caller, id, &params).await
+            }
             _ if !route.config.serves_modern() => Err(GatewayError::InvalidRequest(
                 "this endpoint serves 2025-11-25 sessions only: send initialize first".into(),
             )),

@@ -1,5 +1,6 @@
 //! `subscriptions/listen`: a long-lived SSE stream of the backend's list changes and resource
-//! updates, as its 2026-07-28 client asked for them.
+//! updates, as its 2026-07-28 client asked for them. (A 2026-07-28 backend's own listen is
+//! relayed instead: [`Listens::relay`].)
 //!
 //! The filter is parsed once ([`Filter`]); what the backend can deliver is honoured (its
 //! `listChanged` and `resources.subscribe` capabilities) and acknowledged first
@@ -25,12 +26,15 @@ use tokio_util::sync::CancellationToken;
 use super::route::Route;
 use crate::access::CallerAccess;
 use crate::backend::changes::Change;
+use crate::backend::identity::SessionIdentity;
 use crate::backend::listen::ListenGuard;
+use crate::backend::modern::{Exchange, ModernEvent, ModernRequest};
+use crate::backend::BackendError;
 use crate::error::{GatewayError, HeldError};
 use crate::http_serve::{sse_frame, sse_response, Body, KEEP_ALIVE};
 use crate::jsonrpc;
 use crate::mrtr::quota::{Place, Quota};
-use crate::protocol::Method;
+use crate::protocol::{Method, META_CLIENT_CAPABILITIES};
 
 /// `_meta` key naming the listen a notification belongs to.
 const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -176,16 +180,7 @@ impl Listens {
         }
         let principal = caller.principal().to_string();
         let identity = caller.session_identity().await?;
-        // The listen's place in the limits, given back when its stream ends.
-        let place = self
-            .quota
-            .place(principal.clone())
-            .map_err(|error| match error {
-                HeldError::Full(n) => GatewayError::ListenLimit(format!("{n} listens are open")),
-                HeldError::PrincipalFull(n) => {
-                    GatewayError::ListenLimit(format!("{n} of this client's listens are open"))
-                }
-            })?;
+        let place = self.place(&principal)?;
         // Subscribed before the session starts, so nothing it hears first is missed.
         let changes = route.pool.changes(&principal);
         let uris = filter.resource_subscriptions.clone().unwrap_or_default();
@@ -209,6 +204,179 @@ impl Listens {
             self.drain.clone(),
         ))
     }
+}
+
+impl Listens {
+    /// A listen on a 2026-07-28 backend: its own `subscriptions/listen`, relayed. Hidden
+    /// resources are not subscribed to, and their updates not told; every notification carries
+    /// this listen's id. An answer that ends the listen before anything else is the client's
+    /// as it is (a JSON error, with its status); the client closing the stream cancels the
+    /// backend's listen, and the gateway's drain ends it with the listen's result.
+    pub(crate) async fn relay(
+        &self,
+        route: &Route,
+        caller: Arc<CallerAccess>,
+        identity: Arc<SessionIdentity>,
+        id: Value,
+        (mut params, client_capabilities): (Map<String, Value>, Value),
+    ) -> Result<Response<Body>, GatewayError> {
+        let mut filter = Filter::parse(&params)?;
+        if let Some(uris) = filter.resource_subscriptions.as_mut() {
+            uris.retain(|uri| caller.hears_of(uri));
+            if let Some(Value::Object(notifications)) = params.get_mut("notifications") {
+                notifications.insert("resourceSubscriptions".into(), json!(uris));
+            }
+        }
+        let place = self.place(caller.principal())?;
+        let meta = params
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            meta.insert(META_CLIENT_CAPABILITIES.into(), client_capabilities);
+        }
+        let request = ModernRequest {
+            method: Method::SubscriptionsListen.as_str().to_string(),
+            params: Value::Object(params),
+            name: None,
+            headers: Vec::new(),
+        };
+        let modern = route.pool.modern();
+        let wait = route.pool.request_timeout();
+        let opened = async {
+            let mut exchange = modern.send(&identity, &request).await?;
+            let first = exchange.next().await;
+            Ok::<_, BackendError>((exchange, first))
+        };
+        let (exchange, first) = match tokio::time::timeout(wait, opened).await {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(error)) => {
+                modern.forget_era();
+                return Err(error.into());
+            }
+            Err(_) => return Err(GatewayError::BackendTimeout(format!("{wait:?}"))),
+        };
+        let first = match first {
+            Some(Ok(ModernEvent::Notify(first))) => first,
+            Some(Ok(ModernEvent::Error { error })) => {
+                return Err(GatewayError::from_modern_backend(
+                    error,
+                    Method::SubscriptionsListen.as_str(),
+                ))
+            }
+            Some(Ok(ModernEvent::Result(_))) | None => {
+                return Err(GatewayError::Upstream(BackendError::Closed(
+                    "the backend ended the listen at once".into(),
+                )))
+            }
+            Some(Err(error)) => return Err(error.into()),
+        };
+        Ok(stream_relayed(
+            id,
+            first,
+            exchange,
+            caller,
+            place,
+            self.keep_alive,
+            self.drain.clone(),
+        ))
+    }
+
+    /// A listen's place in the limits, given back when its stream ends.
+    fn place(&self, principal: &str) -> Result<Place, GatewayError> {
+        self.quota
+            .place(principal.to_string())
+            .map_err(|error| match error {
+                HeldError::Full(n) => GatewayError::ListenLimit(format!("{n} listens are open")),
+                HeldError::PrincipalFull(n) => {
+                    GatewayError::ListenLimit(format!("{n} of this client's listens are open"))
+                }
+            })
+    }
+}
+
+/// A backend's listen notification as this listen's client gets it: tagged with its id, or
+/// `None` for one it is not told (a hidden resource's update, anything that is not news).
+fn relayed_notice(notice: &Value, caller: &CallerAccess, id: &Value) -> Option<Value> {
+    let method = notice.get("method").and_then(Value::as_str)?;
+    let params = notice.get("params");
+    match method {
+        "notifications/resources/updated" => {
+            let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str)?;
+            caller.hears_of(uri).then(|| tagged(method, params, id))
+        }
+        "notifications/subscriptions/acknowledged"
+        | "notifications/tools/list_changed"
+        | "notifications/prompts/list_changed"
+        | "notifications/resources/list_changed" => Some(tagged(method, params, id)),
+        _ => None,
+    }
+}
+
+fn stream_relayed(
+    id: Value,
+    first: Value,
+    exchange: Exchange,
+    caller: Arc<CallerAccess>,
+    place: Place,
+    keep_alive: Duration,
+    drain: CancellationToken,
+) -> Response<Body> {
+    let first = relayed_notice(&first, &caller, &id);
+    let first = stream::iter(first.map(|first| sse_frame(&first)));
+    let mut keep_alive = tokio::time::interval(keep_alive);
+    keep_alive.reset();
+    let state = Some((exchange, keep_alive, place, id, caller, drain));
+    let rest = stream::unfold(state, |state| async move {
+        let (mut exchange, mut keep_alive, place, id, caller, drain) = state?;
+        loop {
+            tokio::select! {
+                _ = drain.cancelled() => {
+                    let result = json!({
+                        "resultType": "complete",
+                        "_meta": { META_SUBSCRIPTION_ID: id },
+                    });
+                    return Some((sse_frame(&jsonrpc::result_response(id, result)), None));
+                }
+                event = exchange.next() => match event {
+                    Some(Ok(ModernEvent::Notify(notice))) => {
+                        if let Some(message) = relayed_notice(&notice, &caller, &id) {
+                            return Some((sse_frame(&message), Some((exchange, keep_alive, place, id, caller, drain))));
+                        }
+                    }
+                    // The backend ended the listen: its result, as this listen's.
+                    Some(Ok(ModernEvent::Result(_))) => {
+                        let result = json!({
+                            "resultType": "complete",
+                            "_meta": { META_SUBSCRIPTION_ID: id },
+                        });
+                        return Some((sse_frame(&jsonrpc::result_response(id, result)), None));
+                    }
+                    Some(Ok(ModernEvent::Error { error })) => {
+                        let error = GatewayError::from_modern_backend(error, Method::SubscriptionsListen.as_str());
+                        let message = jsonrpc::error_response(Some(id), &error.to_jsonrpc());
+                        return Some((sse_frame(&message), None));
+                    }
+                    Some(Err(error)) => {
+                        let error = GatewayError::from(error);
+                        let message = jsonrpc::error_response(Some(id), &error.to_jsonrpc());
+                        return Some((sse_frame(&message), None));
+                    }
+                    None => return None,
+                },
+                _ = keep_alive.tick() => {
+                    return Some((Bytes::from_static(KEEP_ALIVE), Some((exchange, keep_alive, place, id, caller, drain))));
+                }
+            }
+        }
+    });
+    let frames = first
+        .chain(rest)
+        .map(|bytes| Ok::<_, tower::BoxError>(Frame::data(bytes)));
+    sse_response(
+        StreamBody::new(frames).boxed_unsync(),
+        Method::SubscriptionsListen,
+        "stream",
+    )
 }
 
 /// What a listen holds while its stream is open.

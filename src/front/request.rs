@@ -43,7 +43,11 @@ pub enum Command {
     /// `server/discover`, answered by the gateway.
     Discover { scope: RequestScope },
     /// `subscriptions/listen`, a stream the gateway keeps.
-    Listen { params: Map<String, Value> },
+    /// `subscriptions/listen`: its params, and the capabilities its `_meta` declared.
+    Listen {
+        params: Map<String, Value>,
+        client_capabilities: Value,
+    },
     /// A method the gateway does not serve, named as sent.
     Unserved { method: Method, name: String },
 }
@@ -188,7 +192,10 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, Rejection> {
     let input_responses = params.remove("inputResponses");
     let command = match method {
         Method::Discover => Command::Discover { scope },
-        Method::SubscriptionsListen => Command::Listen { params },
+        Method::SubscriptionsListen => Command::Listen {
+            params,
+            client_capabilities: scope.client_capabilities,
+        },
         method if method.is_forwarded() => {
             let arguments = params.remove("arguments");
             // Both revisions define `arguments` of these two as an object; a backend given

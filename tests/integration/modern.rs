@@ -17,7 +17,7 @@ use std::time::Duration;
 use mrtr_gateway::config::{AuthConfig, BackendEra, BearerToken, Config};
 use rmcp::model::{
     CallToolRequestParams, ElicitResult, ElicitationAction, GetPromptRequestParams,
-    ReadResourceRequestParams, Root,
+    ReadResourceRequestParams, Root, ServerNotification, SubscriptionFilter,
 };
 use serde_json::{json, Value};
 
@@ -354,4 +354,164 @@ async fn the_era_of_each_backend_is_detected() {
         "a configured era is not probed"
     );
     fixed.stop().await;
+}
+
+/// A listen on a 2026-07-28 backend is the backend's own, relayed: what it asked for (a hidden
+/// resource left out), tagged with its id; closing it cancels the backend's listen, and
+/// shutdown ends it with its result.
+async fn a_listen_is_relayed(kind: Backend) {
+    let h = Harness::start_modern(kind, |c| {
+        c.mcp_route().policy = toml::from_str::<PolicyRules>(
+            r#"
+            [[policy]]
+            resources = ["test://static"]
+            effect = "deny"
+            [[policy]]
+            tools = ["*"]
+            prompts = ["*"]
+            resources = ["*"]
+            effect = "allow"
+            "#,
+        )
+        .expect("a policy")
+        .policy;
+    })
+    .await;
+    let client = connect_in_time(&h.url, TestClientHandler::builder().build()).await;
+    let asked = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .resource_subscription("test://changing")
+        .resource_subscription("test://static")
+        .build();
+    let mut subscription =
+        tokio::time::timeout(Duration::from_secs(10), client.peer().listen(asked))
+            .await
+            .expect("acknowledged in time")
+            .expect("the listen is acknowledged");
+    assert_eq!(
+        subscription.acknowledged().resource_subscriptions,
+        Some(vec!["test://changing".to_string()])
+    );
+    // The backend was asked only for what the caller may hear of.
+    let listen = h
+        .wait_for_backend("subscriptions/listen", |m| {
+            m["method"] == "subscriptions/listen"
+        })
+        .await;
+    assert_eq!(
+        listen["params"]["notifications"]["resourceSubscriptions"],
+        json!(["test://changing"])
+    );
+    let mut heard = Vec::new();
+    for _ in 0..3 {
+        let notice = tokio::time::timeout(Duration::from_secs(10), subscription.next())
+            .await
+            .expect("a notification in time")
+            .expect("not an error")
+            .expect("open");
+        heard.push(match notice {
+            ServerNotification::ToolListChangedNotification(_) => "tools".to_string(),
+            ServerNotification::ResourceUpdatedNotification(n) => n.params.uri.clone(),
+            other => panic!("unexpected {other:?}"),
+        });
+    }
+    assert!(heard.contains(&"tools".to_string()), "{heard:?}");
+    assert!(heard.contains(&"test://changing".to_string()), "{heard:?}");
+    let stop = tokio::spawn(h.stop());
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match subscription.next().await {
+                Ok(Some(_)) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the listen ends in time");
+    assert!(matches!(end, Ok(None)), "{end:?}");
+    stop.await.expect("stopped");
+    let _ = client.cancel().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_is_relayed_over_stdio() {
+    a_listen_is_relayed(Backend::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_is_relayed_over_http() {
+    a_listen_is_relayed(Backend::Http).await;
+}
+
+/// Just the policy table of a route, for reading rules from TOML.
+#[derive(serde::Deserialize)]
+struct PolicyRules {
+    policy: Vec<mrtr_gateway::config::PolicyRule>,
+}
+
+/// The backend's log lines that record a cancelled tool call.
+fn cancelled_calls(h: &Harness) -> usize {
+    h.backend_log_lines()
+        .iter()
+        .filter(|line| line["event"] == "cancelled")
+        .count()
+}
+
+async fn wait_cancelled(h: &Harness, count: usize) {
+    for _ in 0..100 {
+        if cancelled_calls(h) >= count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "the backend saw {} cancellations, not {count}",
+        cancelled_calls(h)
+    );
+}
+
+/// A client that goes away cancels its request on the backend: a 2026-07-28 client by closing
+/// the stream, a 2025-11-25 one with `notifications/cancelled`.
+async fn cancellation_reaches_the_backend(kind: Backend) {
+    let h = Harness::start_modern(kind, |_| {}).await;
+    let mut slow = tool_call(1, "slow", json!({"ms": 20000}), &no_caps());
+    slow["params"]["_meta"]["progressToken"] = json!("p-1");
+    let gave_up =
+        crate::support::rpc::post_giving_up_after(&h.url, &slow, Duration::from_millis(400)).await;
+    // The progress stream started, and the client closed it before the end.
+    if let Ok(response) = gave_up {
+        assert_eq!(response.status(), 200);
+        assert!(response.text().await.is_err(), "the stream was cut");
+    }
+    wait_cancelled(&h, 1).await;
+
+    let legacy = connect_legacy(&h.url, TestClientHandler::builder().build())
+        .await
+        .expect("initialized");
+    let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        CallToolRequestParams::new("slow").with_arguments(arguments(json!({"ms": 20000}))),
+    ));
+    let timed_out = legacy
+        .send_request_with_option(
+            request,
+            rmcp::service::PeerRequestOptions::with_timeout(Duration::from_millis(400)),
+        )
+        .await
+        .expect("sent")
+        .await_response()
+        .await;
+    assert!(timed_out.is_err(), "{timed_out:?}");
+    wait_cancelled(&h, 2).await;
+    let _ = legacy.cancel().await;
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_reaches_a_modern_backend_over_stdio() {
+    cancellation_reaches_the_backend(Backend::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_reaches_a_modern_backend_over_http() {
+    cancellation_reaches_the_backend(Backend::Http).await;
 }

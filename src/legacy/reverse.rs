@@ -15,9 +15,9 @@
 //! - An error answer to a question ends the request with an error: 2026-07-28 has no way to
 //!   tell the backend. `notifications/cancelled`, or the session ending, drops the request,
 //!   which cancels it on the backend.
-//! - `ping` and `logging/setLevel` are answered here. `resources/subscribe` keeps one
-//!   `subscriptions/listen` open per session for the resources subscribed to, its updates
-//!   passed on as 2025-11-25 notifications.
+//! - `ping` and `logging/setLevel` are answered here. One `subscriptions/listen` per session
+//!   follows the list changes the backend announces and the resources subscribed to
+//!   (`resources/subscribe`), its notifications passed on as 2025-11-25 ones.
 //!
 //! Tasks: one per request in flight and the listen, on a tracker the bridge owns; all end when
 //! the bridge shuts down (the session ended).
@@ -82,8 +82,10 @@ struct SessionState {
     flows: HashMap<String, CancellationToken>,
     /// Questions put to the client, by the id they went with.
     questions: HashMap<String, oneshot::Sender<Value>>,
-    /// Resources the client subscribed to, and the listen that follows them.
+    /// Resources the client subscribed to, the list changes the backend announces, and the
+    /// listen that follows them.
     subscribed: BTreeSet<String>,
+    list_changes: Map<String, Value>,
     listen: Option<CancellationToken>,
 }
 
@@ -196,7 +198,17 @@ impl ReverseBridge {
                 let inner = inner.clone();
                 self.inner.tasks.spawn(async move {
                     let answer = inner.discover(&version).await;
+                    let announces = answer
+                        .as_ref()
+                        .ok()
+                        .map(|r| list_changes(&r["capabilities"]));
                     inner.deliver(&id, answer).await;
+                    // The list changes it announces reach the client as they would from a
+                    // session of its own.
+                    if let Some(announces) = announces.filter(|a| !a.is_empty()) {
+                        inner.state.lock_recovered().list_changes = announces;
+                        inner.clone().follow_subscriptions();
+                    }
                 });
             }
             _ => {
@@ -498,14 +510,18 @@ impl Inner {
         Ok(answers)
     }
 
-    /// Keeps one listen open for the resources subscribed to (none: no listen).
+    /// Keeps one listen open for the resources subscribed to and the list changes the backend
+    /// announces (nothing to follow: no listen).
     fn follow_subscriptions(self: Arc<Self>) {
-        let (uris, previous, listen) = {
+        let (filter, previous, listen) = {
             let mut state = self.state.lock_recovered();
-            let uris: Vec<String> = state.subscribed.iter().cloned().collect();
-            let listen = (!uris.is_empty()).then(|| self.ended.child_token());
+            let mut filter = state.list_changes.clone();
+            if !state.subscribed.is_empty() {
+                filter.insert("resourceSubscriptions".into(), json!(state.subscribed));
+            }
+            let listen = (!filter.is_empty()).then(|| self.ended.child_token());
             let previous = std::mem::replace(&mut state.listen, listen.clone());
-            (uris, previous, listen)
+            (filter, previous, listen)
         };
         if let Some(previous) = previous {
             previous.cancel();
@@ -517,7 +533,7 @@ impl Inner {
         self.tasks.spawn(async move {
             let params = inner.modern_params(Map::from_iter([(
                 "notifications".to_string(),
-                json!({ "resourceSubscriptions": uris }),
+                Value::Object(filter),
             )]));
             let request = ModernRequest {
                 method: "subscriptions/listen".into(),
@@ -530,9 +546,8 @@ impl Inner {
                     return;
                 };
                 while let Some(Ok(ModernEvent::Notify(mut notice))) = exchange.next().await {
-                    if notice.get("method").and_then(Value::as_str)
-                        != Some("notifications/resources/updated")
-                    {
+                    let method = notice.get("method").and_then(Value::as_str);
+                    if !method.is_some_and(|m| FOLLOWED.contains(&m)) {
                         continue;
                     }
                     // The subscription is the gateway's; the client knows none.
@@ -548,6 +563,27 @@ impl Inner {
             }
         });
     }
+}
+
+/// What a session's listen passes on to its client.
+const FOLLOWED: [&str; 4] = [
+    "notifications/resources/updated",
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+];
+
+/// The list changes a backend's capabilities announce, as a listen's filter asks for them.
+fn list_changes(capabilities: &Value) -> Map<String, Value> {
+    [
+        ("tools", "toolsListChanged"),
+        ("prompts", "promptsListChanged"),
+        ("resources", "resourcesListChanged"),
+    ]
+    .into_iter()
+    .filter(|(kind, _)| capabilities[kind]["listChanged"] == json!(true))
+    .map(|(_, flag)| (flag.to_string(), json!(true)))
+    .collect()
 }
 
 /// 2025-11-25 client capabilities as 2026-07-28 declares them: `roots` without `listChanged`,

@@ -515,3 +515,80 @@ async fn cancellation_reaches_a_modern_backend_over_stdio() {
 async fn cancellation_reaches_a_modern_backend_over_http() {
     cancellation_reaches_the_backend(Backend::Http).await;
 }
+
+/// A 2025-11-25 session on a 2026-07-28 backend hears, on its GET stream, the list changes the
+/// backend announces and the updates of what it subscribed to (`resources/subscribe`): the
+/// session's one listen on the backend, its notifications passed on as 2025-11-25 ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_session_hears_subscribed_updates_and_list_changes() {
+    use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
+    let h = Harness::start_modern(Backend::Http, |_| {}).await;
+    let headers = |session: Option<&str>| {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(session) = session {
+            headers.insert("mcp-session-id", HeaderValue::from_str(session).unwrap());
+            headers.insert(
+                "mcp-protocol-version",
+                HeaderValue::from_static("2025-11-25"),
+            );
+        }
+        headers
+    };
+    let http = reqwest::Client::new();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw-legacy", "version": "1"}}});
+    let initialized = http
+        .post(&h.url)
+        .headers(headers(None))
+        .body(initialize.to_string())
+        .send()
+        .await
+        .expect("initialize");
+    assert_eq!(initialized.status(), 200);
+    let session = initialized.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let mut get = headers(Some(&session));
+    get.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    let mut stream = http
+        .get(&h.url)
+        .headers(get)
+        .send()
+        .await
+        .expect("the GET stream");
+    assert_eq!(stream.status(), 200);
+    let subscribe = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+                           "params": {"uri": "test://changing"}});
+    let subscribed = http
+        .post(&h.url)
+        .headers(headers(Some(&session)))
+        .body(subscribe.to_string())
+        .send()
+        .await
+        .expect("subscribe");
+    assert_eq!(subscribed.status(), 200);
+    let mut seen = String::new();
+    let heard = tokio::time::timeout(Duration::from_secs(10), async {
+        while !(seen.contains("notifications/resources/updated")
+            && seen.contains("notifications/tools/list_changed"))
+        {
+            let chunk = stream.chunk().await.expect("readable").expect("open");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await;
+    assert!(heard.is_ok(), "heard on the GET stream: {seen}");
+    assert!(seen.contains("test://changing"), "{seen}");
+    assert!(
+        !seen.contains("subscriptionId"),
+        "the listen is the gateway's: {seen}"
+    );
+    h.stop().await;
+}

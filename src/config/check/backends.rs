@@ -1,10 +1,12 @@
 //! `[backend.NAME]`: the keys of its transport, headers that can be sent, the session pool, the
-//! message limit, static roots and timeouts.
+//! message limit, what only a 2025-11-25 backend has, static roots and timeouts.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::config::{invalid, BackendConfig, ConfigError, TransportKind};
+use crate::config::{
+    invalid, BackendConfig, BackendEra, ConfigError, TransportKind, UnsolicitedPolicy,
+};
 
 /// `[backend.NAME]` of every backend.
 pub(crate) fn check_backends(
@@ -16,6 +18,7 @@ pub(crate) fn check_backends(
         check_headers(&key, backend)?;
         check_pool(&key, backend)?;
         check_message_limit(&key, backend)?;
+        check_era(&key, backend)?;
         for (i, root) in backend.static_roots.iter().enumerate() {
             if !root.uri.starts_with("file://") {
                 return Err(invalid(
@@ -34,6 +37,32 @@ pub(crate) fn check_backends(
             if timeout.is_zero() {
                 return Err(invalid(format!("{key}.{name}"), "must be greater than 0"));
             }
+        }
+    }
+    Ok(())
+}
+
+/// What only a 2025-11-25 backend has: sessions to warm, server requests outside calls to
+/// answer. Set on a backend fixed to 2026-07-28, they would silently do nothing.
+fn check_era(key: &str, backend: &BackendConfig) -> Result<(), ConfigError> {
+    if backend.era != BackendEra::Modern {
+        return Ok(());
+    }
+    let sessions_only = [
+        ("pool.warm_profiles", !backend.pool.warm_profiles.is_empty()),
+        ("pool.min_idle", backend.pool.min_idle > 0),
+        (
+            "unsolicited",
+            backend.unsolicited != UnsolicitedPolicy::Defer,
+        ),
+        ("static_roots", !backend.static_roots.is_empty()),
+    ];
+    for (name, given) in sessions_only {
+        if given {
+            return Err(invalid(
+                format!("{key}.{name}"),
+                "a 2026-07-28 backend has no sessions: applies to era \"2025-11-25\" or \"auto\" only",
+            ));
         }
     }
     Ok(())

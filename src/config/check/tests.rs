@@ -494,3 +494,29 @@ fn the_readme_s_policy_example_loads() {
     let config = Config::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(config.routes[0].policy.len(), 3);
 }
+
+#[test]
+fn a_2026_backend_refuses_what_only_sessions_have() {
+    for (extra, key) in [
+        (
+            "[backend.b.pool]\nwarm_profiles = [{}]",
+            "pool.warm_profiles",
+        ),
+        ("[backend.b.pool]\nmin_idle = 1", "pool.min_idle"),
+        ("unsolicited = \"error\"", "unsolicited"),
+    ] {
+        let text = format!("{BASE}era = \"2026-07-28\"\n{extra}\n");
+        let error = message(check_backends(&parse(&text).backends));
+        assert!(
+            error.starts_with(&format!(
+                "backend.b.{key}: a 2026-07-28 backend has no sessions"
+            )),
+            "{error}"
+        );
+        // Detected or legacy, the same keys are fine.
+        let auto = format!("{BASE}era = \"auto\"\n{extra}\n");
+        check_backends(&parse(&auto).backends).unwrap();
+    }
+    let bad = format!("{BASE}era = \"2027-01-01\"\n");
+    assert!(toml::from_str::<Config>(&bad).is_err());
+}

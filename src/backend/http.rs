@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::identity::{Credential, SessionIdentity};
+use super::modern::detect::EraCell;
 use super::{BackendError, BackendSpec, Encoded, Outbox, TransportEvent};
 use crate::http_client::{is_event_stream, HttpClient};
 use crate::sync::{LockRecovered, RwLockRecovered};
@@ -54,6 +55,8 @@ struct Shared {
     headers: HeaderMap,
     /// `token_exchange`: read as each request is built.
     credential: Option<Arc<Credential>>,
+    /// The backend's era: a session's request refused as malformed asks for a new probe.
+    era: Arc<EraCell>,
     session_id: RwLock<Option<HeaderValue>>,
     protocol_version: RwLock<Option<HeaderValue>>,
     inbound: mpsc::Sender<TransportEvent>,
@@ -100,6 +103,7 @@ impl HttpTransport {
             url,
             headers,
             credential: identity.credential.clone(),
+            era: spec.era.clone(),
             session_id: RwLock::new(None),
             protocol_version: RwLock::new(None),
             inbound,
@@ -313,6 +317,11 @@ impl Shared {
         }
         if status.is_success() {
             return Some(response);
+        }
+        if status == StatusCode::BAD_REQUEST && had_session {
+            // A server that moved to 2026-07-28 ignores the session and refuses what it gets
+            // (no `_meta`, an old `MCP-Protocol-Version`): the next request probes again.
+            self.era.forget();
         }
         // An error status may still carry a JSON-RPC error for the request.
         let body = read_limited(response.into_body(), 1024 * 1024).await;

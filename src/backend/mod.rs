@@ -84,6 +84,9 @@ pub struct BackendSpec {
     pub config: BackendConfig,
     /// Shared HTTP client (connection reuse across sessions); `None` for stdio backends.
     pub http_client: Option<crate::http_client::HttpClient>,
+    /// The revision it speaks: configured, or detected and remembered. Its sessions' failures
+    /// ask for a new probe.
+    pub(crate) era: Arc<modern::detect::EraCell>,
 }
 
 impl BackendSpec {
@@ -94,6 +97,7 @@ impl BackendSpec {
         };
         Ok(Arc::new(Self {
             name: name.to_string(),
+            era: Arc::new(modern::detect::EraCell::new(config.era)),
             config,
             http_client,
         }))

@@ -225,6 +225,8 @@ impl LegacySessions {
             }
         };
         if response.get("result").is_none() {
+            // The server may have moved to 2026-07-28 since it was probed.
+            modern.forget_era();
             session.close("initialize refused").await;
             return Ok((response, None));
         }

@@ -592,3 +592,45 @@ async fn a_legacy_session_hears_subscribed_updates_and_list_changes() {
     );
     h.stop().await;
 }
+
+/// A server that moves to 2026-07-28 behind an `era = "auto"` backend is found by itself: the
+/// old sessions fail, `initialize` is refused, the era is probed again, and the next requests
+/// are relayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_that_moves_to_2026_is_probed_again() {
+    let mut h = Harness::start_with(Backend::Http, |c| c.legacy().era = BackendEra::Auto).await;
+    let discover = |id: u64| {
+        crate::support::modern_client::modern_request(id, "server/discover", json!({}), &no_caps())
+    };
+    let before = post_raw(&h.url, &discover(1)).await;
+    assert_eq!(before.status, 200, "{}", before.body);
+    assert!(h
+        .metrics()
+        .contains("mrtr_backend_era{backend=\"legacy\",era=\"2025-11-25\"} 1"));
+    let old = h.http_backend.take().expect("an HTTP backend");
+    let addr = old
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    old.stop().await;
+    let log = h.dir.path().join("modern.jsonl");
+    h.http_backend = Some(crate::support::gateway::HttpBackend::start_modern(&addr, &log).await);
+    let mut served_by = None;
+    for id in 2..20 {
+        let call = tool_call(id, "echo", json!({"text": "moved"}), &no_caps());
+        let answer = post_raw(&h.url, &call).await;
+        if answer.status == 200 && answer.result().is_some() {
+            served_by = Some(result_text(&answer));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(served_by.as_deref(), Some("moved"));
+    assert!(h
+        .metrics()
+        .contains("mrtr_backend_era{backend=\"legacy\",era=\"2026-07-28\"} 1"));
+    let relayed = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(relayed.contains("\"echo\"") && !relayed.contains("\"initialize\""));
+    h.stop().await;
+}

@@ -41,6 +41,7 @@ pub(crate) enum Verdict {
 }
 
 /// A backend's era: configured, or detected and remembered.
+#[derive(Debug)]
 pub(crate) struct EraCell {
     configured: BackendEra,
     /// Read by every request; written by a probe or `forget`.

@@ -222,7 +222,8 @@ async fn read_answer(
 /// A 2026-07-28 backend: its era, and the link requests travel on.
 pub(crate) struct ModernBackend {
     spec: Arc<BackendSpec>,
-    era: EraCell,
+    /// The backend's (`spec.era`): its legacy sessions may ask for a new probe too.
+    era: Arc<EraCell>,
     link: Link,
 }
 
@@ -243,7 +244,7 @@ impl ModernBackend {
             TransportKind::Stdio => Link::Stdio(stdio::ModernStdio::new(spec.clone(), tasks, stop)),
         };
         Ok(Self {
-            era: EraCell::new(spec.config.era),
+            era: spec.era.clone(),
             spec,
             link,
         })

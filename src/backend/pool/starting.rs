@@ -95,6 +95,10 @@ impl PoolInner {
 
     pub(super) fn record_failure(&self, error: &BackendError) {
         self.record_start(false);
+        if matches!(error, BackendError::Initialize(_)) {
+            // Refused `initialize`: the server may have moved to 2026-07-28 since it was probed.
+            self.modern.forget_era();
+        }
         let mut backoff = self.backoff.lock_recovered();
         backoff.failures = backoff.failures.saturating_add(1);
         let delay = FIRST_BACKOFF

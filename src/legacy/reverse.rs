@@ -19,30 +19,34 @@
 //!   follows the list changes the backend announces and the resources subscribed to
 //!   (`resources/subscribe`), its notifications passed on as 2025-11-25 ones.
 //!
+//! Here: the bridge, a session's state and the client's messages by kind; apart: `flow` (one
+//! request through its rounds) and `follow` (the session's listen).
+//!
 //! Tasks: one per request in flight and the listen, on a tracker the bridge owns; all end when
-//! the bridge shuts down (the session ended).
+//! the bridge shuts down (the session ended) or is dropped.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::join_all;
 use serde_json::{json, Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::backend::identity::SessionIdentity;
-use crate::backend::modern::{ModernBackend, ModernEvent, ModernRequest, MODERN_VERSION};
+use crate::backend::modern::{ModernBackend, MODERN_VERSION};
 use crate::backend::{BackendError, TransportEvent};
-use crate::jsonrpc::{codes, JsonRpcError};
-use crate::mrtr::inputs::{validate_answer, InputKind, PendingInput};
+use crate::jsonrpc::JsonRpcError;
 use crate::protocol::{
     BACKEND_PROTOCOL_VERSION, LEGACY_VERSIONS, META_CLIENT_CAPABILITIES, META_LOG_LEVEL,
     META_PROTOCOL_VERSION, META_SERVER_INFO,
 };
 use crate::sync::LockRecovered;
+
+mod flow;
+mod follow;
 
 const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 
@@ -201,7 +205,7 @@ impl ReverseBridge {
                     let announces = answer
                         .as_ref()
                         .ok()
-                        .map(|r| list_changes(&r["capabilities"]));
+                        .map(|r| follow::list_changes(&r["capabilities"]));
                     inner.deliver(&id, answer).await;
                     // The list changes it announces reach the client as they would from a
                     // session of its own.
@@ -238,6 +242,13 @@ impl ReverseBridge {
         self.inner.ended.cancel();
         self.inner.tasks.close();
         self.inner.tasks.wait().await;
+    }
+}
+
+impl Drop for ReverseBridge {
+    /// A session dropped without `shutdown` ends its requests and its listen all the same.
+    fn drop(&mut self) {
+        self.inner.ended.cancel();
     }
 }
 
@@ -306,284 +317,6 @@ impl Inner {
         }
         Value::Object(params)
     }
-
-    /// One request through its rounds, to the backend's final answer.
-    async fn run(&self, method: &str, id: &Value, params: Map<String, Value>) -> Answer {
-        let name = match method {
-            "tools/call" | "prompts/get" => params.get("name"),
-            "resources/read" => params.get("uri"),
-            _ => None,
-        }
-        .and_then(Value::as_str)
-        .map(String::from);
-        let base = self.modern_params(params);
-        let mut continuation: Option<(Map<String, Value>, Option<Value>)> = None;
-        for round in 0..=self.limits.max_rounds {
-            let mut params = base.clone();
-            if let (Some((answers, state)), Value::Object(params)) =
-                (continuation.take(), &mut params)
-            {
-                params.insert("inputResponses".into(), Value::Object(answers));
-                if let Some(state) = state {
-                    params.insert("requestState".into(), state);
-                }
-            }
-            let mut result = self.exchange(method, params, name.clone(), id).await?;
-            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
-                if let Value::Object(result) = &mut result {
-                    result.remove("resultType");
-                }
-                return Ok(result);
-            }
-            if round == self.limits.max_rounds {
-                break;
-            }
-            let state = result.get("requestState").cloned();
-            let answers = match result.get("inputRequests") {
-                Some(Value::Object(requests)) => self.ask(id, requests).await?,
-                // A round without questions: the backend asks to be called again.
-                _ => Map::new(),
-            };
-            continuation = Some((answers, state));
-        }
-        Err(JsonRpcError::new(
-            codes::INTERNAL_ERROR,
-            format!(
-                "the backend asked for input more than {} times",
-                self.limits.max_rounds
-            ),
-        ))
-    }
-
-    /// Sends one request and reads it to its answer; its notifications go to the client's
-    /// request (`client_id`) as they come.
-    async fn exchange(
-        &self,
-        method: &str,
-        params: Value,
-        name: Option<String>,
-        client_id: &Value,
-    ) -> Answer {
-        let request = ModernRequest {
-            method: method.to_string(),
-            params,
-            name,
-            headers: Vec::new(),
-        };
-        let timeout = self.limits.request_timeout;
-        let run = async {
-            let mut exchange = self.backend.send(&self.identity, &request).await?;
-            loop {
-                match exchange.next().await {
-                    Some(Ok(ModernEvent::Notify(notice))) => {
-                        let _ = self
-                            .events
-                            .send(TransportEvent::ForRequest {
-                                request: client_id.clone(),
-                                message: notice,
-                            })
-                            .await;
-                    }
-                    Some(Ok(ModernEvent::Result(result))) => {
-                        return Ok(Ok(serde_json::from_str(result.get()).unwrap_or(Value::Null)))
-                    }
-                    Some(Ok(ModernEvent::Error { error })) => {
-                        return Ok(Err(legacy_error(method, error)))
-                    }
-                    Some(Err(error)) => return Err(error),
-                    None => return Err(BackendError::Closed("no answer".into())),
-                }
-            }
-        };
-        match tokio::time::timeout(timeout, run).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(error)) => {
-                if matches!(error, BackendError::Connect(_) | BackendError::Closed(_)) {
-                    self.backend.forget_era();
-                }
-                Err(JsonRpcError::new(
-                    codes::INTERNAL_ERROR,
-                    format!("Backend unavailable: {error}"),
-                ))
-            }
-            Err(_) => Err(JsonRpcError::new(
-                codes::INTERNAL_ERROR,
-                format!("the backend did not answer within {timeout:?}"),
-            )),
-        }
-    }
-
-    /// Puts a round's questions to the client, all at once, on its request's stream; their
-    /// answers, checked, keyed as the backend asked.
-    async fn ask(
-        &self,
-        client_id: &Value,
-        requests: &Map<String, Value>,
-    ) -> Result<Map<String, Value>, JsonRpcError> {
-        let mut asked = Vec::with_capacity(requests.len());
-        for (key, request) in requests {
-            let method = request
-                .get("method")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let Some(kind) = InputKind::from_method(method) else {
-                return Err(JsonRpcError::new(
-                    codes::INTERNAL_ERROR,
-                    format!("the backend asked for {method:?}, which is no input request"),
-                ));
-            };
-            let question_id = json!(format!(
-                "mrtr-q-{}",
-                self.next_question.fetch_add(1, Ordering::Relaxed)
-            ));
-            let (answered, answer) = oneshot::channel();
-            self.state
-                .lock_recovered()
-                .questions
-                .insert(question_id.to_string(), answered);
-            let params = request.get("params").cloned();
-            let mut question = crate::jsonrpc::request(question_id.clone(), method, params.clone());
-            if question.get("params").is_none() {
-                question["params"] = json!({});
-            }
-            let _ = self
-                .events
-                .send(TransportEvent::ForRequest {
-                    request: client_id.clone(),
-                    message: question,
-                })
-                .await;
-            let input = PendingInput {
-                key: key.clone(),
-                backend_id: Value::Null,
-                kind,
-                request: request.clone(),
-                original: (method.to_string(), params),
-                deferred: false,
-            };
-            asked.push((question_id, input, answer));
-        }
-        let timeout = self.limits.request_timeout;
-        let waits = asked
-            .into_iter()
-            .map(|(question_id, input, answer)| async move {
-                let answer = tokio::time::timeout(timeout, answer).await;
-                (question_id, input, answer)
-            });
-        let mut answers = Map::new();
-        for (question_id, input, answer) in join_all(waits).await {
-            let message = match answer {
-                Ok(Ok(message)) => message,
-                _ => {
-                    self.state
-                        .lock_recovered()
-                        .questions
-                        .remove(&question_id.to_string());
-                    return Err(JsonRpcError::new(
-                        codes::INTERNAL_ERROR,
-                        format!(
-                            "the client did not answer {} within {timeout:?}",
-                            input.kind.as_str()
-                        ),
-                    ));
-                }
-            };
-            if let Some(error) = message.get("error") {
-                let error = JsonRpcError::from_value(error);
-                return Err(JsonRpcError::new(
-                    codes::INTERNAL_ERROR,
-                    format!(
-                        "the client could not answer {}: {}",
-                        input.original.0, error.message
-                    ),
-                ));
-            }
-            let result = message.get("result").cloned().unwrap_or(Value::Null);
-            let checked = validate_answer(&input, &result).map_err(|problem| {
-                JsonRpcError::new(
-                    codes::INVALID_PARAMS,
-                    format!("the answer to {} {problem}", input.original.0),
-                )
-            })?;
-            answers.insert(input.key, checked);
-        }
-        Ok(answers)
-    }
-
-    /// Keeps one listen open for the resources subscribed to and the list changes the backend
-    /// announces (nothing to follow: no listen).
-    fn follow_subscriptions(self: Arc<Self>) {
-        let (filter, previous, listen) = {
-            let mut state = self.state.lock_recovered();
-            let mut filter = state.list_changes.clone();
-            if !state.subscribed.is_empty() {
-                filter.insert("resourceSubscriptions".into(), json!(state.subscribed));
-            }
-            let listen = (!filter.is_empty()).then(|| self.ended.child_token());
-            let previous = std::mem::replace(&mut state.listen, listen.clone());
-            (filter, previous, listen)
-        };
-        if let Some(previous) = previous {
-            previous.cancel();
-        }
-        let Some(listen) = listen else {
-            return;
-        };
-        let inner = self.clone();
-        self.tasks.spawn(async move {
-            let params = inner.modern_params(Map::from_iter([(
-                "notifications".to_string(),
-                Value::Object(filter),
-            )]));
-            let request = ModernRequest {
-                method: "subscriptions/listen".into(),
-                params,
-                name: None,
-                headers: Vec::new(),
-            };
-            let follow = async {
-                let Ok(mut exchange) = inner.backend.send(&inner.identity, &request).await else {
-                    return;
-                };
-                while let Some(Ok(ModernEvent::Notify(mut notice))) = exchange.next().await {
-                    let method = notice.get("method").and_then(Value::as_str);
-                    if !method.is_some_and(|m| FOLLOWED.contains(&m)) {
-                        continue;
-                    }
-                    // The subscription is the gateway's; the client knows none.
-                    if let Some(params) = notice.get_mut("params").and_then(Value::as_object_mut) {
-                        params.remove("_meta");
-                    }
-                    let _ = inner.events.send(TransportEvent::Message(notice)).await;
-                }
-            };
-            tokio::select! {
-                () = follow => {}
-                () = listen.cancelled() => {}
-            }
-        });
-    }
-}
-
-/// What a session's listen passes on to its client.
-const FOLLOWED: [&str; 4] = [
-    "notifications/resources/updated",
-    "notifications/tools/list_changed",
-    "notifications/prompts/list_changed",
-    "notifications/resources/list_changed",
-];
-
-/// The list changes a backend's capabilities announce, as a listen's filter asks for them.
-fn list_changes(capabilities: &Value) -> Map<String, Value> {
-    [
-        ("tools", "toolsListChanged"),
-        ("prompts", "promptsListChanged"),
-        ("resources", "resourcesListChanged"),
-    ]
-    .into_iter()
-    .filter(|(kind, _)| capabilities[kind]["listChanged"] == json!(true))
-    .map(|(_, flag)| (flag.to_string(), json!(true)))
-    .collect()
 }
 
 /// 2025-11-25 client capabilities as 2026-07-28 declares them: `roots` without `listChanged`,
@@ -600,26 +333,12 @@ fn modern_capabilities(legacy: Option<&Value>) -> Value {
     Value::Object(capabilities)
 }
 
-/// A 2026-07-28 error as a 2025-11-25 client knows it: a missing resource is `-32002`.
-fn legacy_error(method: &str, error: JsonRpcError) -> JsonRpcError {
-    if method == "resources/read"
-        && error.code == codes::INVALID_PARAMS
-        && error.data.as_ref().and_then(|d| d.get("uri")).is_some()
-    {
-        return JsonRpcError {
-            code: codes::LEGACY_RESOURCE_NOT_FOUND,
-            ..error
-        };
-    }
-    error
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn capabilities_and_errors_change_era() {
+    fn capabilities_change_era() {
         assert_eq!(
             modern_capabilities(Some(
                 &json!({"roots": {"listChanged": true}, "tasks": {}, "elicitation": {"form": {}}})
@@ -627,12 +346,5 @@ mod tests {
             json!({"roots": {}, "elicitation": {"form": {}}})
         );
         assert_eq!(modern_capabilities(None), json!({}));
-        let missing = JsonRpcError::new(codes::INVALID_PARAMS, "Resource not found")
-            .with_data(json!({"uri": "test://x"}));
-        assert_eq!(legacy_error("resources/read", missing.clone()).code, -32002);
-        assert_eq!(
-            legacy_error("tools/call", missing).code,
-            codes::INVALID_PARAMS
-        );
     }
 }

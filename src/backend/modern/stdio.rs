@@ -288,9 +288,17 @@ impl ModernStdio {
     /// The running process for this identity, or a new one.
     fn process_for(&self, identity: &SessionIdentity) -> Result<Arc<Process>, BackendError> {
         let mut processes = self.processes.lock_recovered();
-        processes.retain(|_, p| !p.ended.is_cancelled());
-        if let Some(process) = processes.get(identity.fingerprint()) {
-            return Ok(process.clone());
+        match processes.get(identity.fingerprint()) {
+            Some(process) if !process.ended.is_cancelled() => return Ok(process.clone()),
+            // Ended (exited, idled out): another is started below.
+            Some(_) => {
+                processes.remove(identity.fingerprint());
+            }
+            None => {}
+        }
+        if processes.len() >= self.spec.config.pool.max_sessions {
+            // Make room of processes that ended since.
+            processes.retain(|_, p| !p.ended.is_cancelled());
         }
         if processes.len() >= self.spec.config.pool.max_sessions {
             return Err(BackendError::Busy(format!(

@@ -15,6 +15,10 @@
 #      pinned to 2026-07-28, through the gateway, to server-everything and server-filesystem,
 #      and listening (Client.listen) to the legacy conformance backend; legacy clients (SDK
 #      1.32.2, and 2.4.0 in its default mode) through the same gateway to server-everything;
+#      and a 2026-07-28 backend (tests/interop/modern-server.mjs, era detected) over stdio and
+#      HTTP, reached by the pinned client (relayed rounds with the gateway's sealed state,
+#      progress, cancellation, Client.listen) and by the SDK 1.32.2 client (reverse bridge:
+#      the rounds as server requests on its session);
 #   5. a markdown table in tests/interop/out/interop.md (git-ignored), printed at the end.
 #
 # Everything listens on 127.0.0.1. Every process this script starts is stopped by PID on exit,

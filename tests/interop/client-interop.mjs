@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Client interoperability run for mrtr-gateway.
 //
-// Drives real 2025-11-25 MCP servers THROUGH the gateway with the official TypeScript client
-// (@modelcontextprotocol/client, pinned to protocol 2026-07-28: no fallback to `initialize`).
+// Drives real 2025-11-25 MCP servers, and a 2026-07-28 one (modern-server.mjs), THROUGH the
+// gateway with the official TypeScript client (@modelcontextprotocol/client, pinned to protocol
+// 2026-07-28: no fallback to `initialize`), and legacy clients at the same endpoint.
 // Between the client and the gateway sits a small recording HTTP proxy (loopback), so that the
 // front wire itself is checked, not only the client's verdict:
 //   - `input_required` results went by, and the retries carried `requestState`;
@@ -30,6 +31,25 @@
 //     after the session's DELETE the same id gets 404;
 //   - the 2.4.0 client in `auto` mode lands on 2026-07-28 at that endpoint (wire-checked: its
 //     first request is server/discover, no initialize, no session id, MRTR rounds);
+//   - a 2026-07-28 backend, modern-server.mjs (@modelcontextprotocol/server 2.4.0, 2026-07-28
+//     only), over stdio and over Streamable HTTP, its `era` left to the gateway's detection
+//     (auto; the admin /status must report "2026-07-28" for it), with both client eras:
+//       * the 2.4.0 client pinned to 2026-07-28, relayed: ask_name, sample, list_roots, parallel
+//         (one round, two input requests), two_rounds (two rounds, the backend's own
+//         requestState), a decline, slow with progress received, a cancelled slow (the
+//         backend's log shows the abort), and Client.listen (acknowledgement, test://changing
+//         updates and the tools list change tagged with the listen id; /status counts the
+//         listen, and nothing is held, running or listening once it is closed). Wire: no
+//         initialize and no session id, the rounds went by, and the requestState the client
+//         saw is the gateway's seal: the state the backend received on retries (its log,
+//         MODERN_SERVER_LOG) never crossed the front;
+//       * the SDK 1.32.2 client (initialize 2025-11-25), served by the reverse bridge: the same
+//         tools answered by its own handlers. Wire: initialize, the gateway's Mcp-Session-Id on
+//         every later request, each round's server requests on that call's own POST stream,
+//         the client's POSTed answers, progress, never an input_required, inputRequests or
+//         requestState; 404 after DELETE;
+//     and in both, the backend's log shows server/discover, no initialize, and the retries
+//     carrying inputResponses (two_rounds' last with the backend's own requestState);
 //   - pin guards (no gateway): the pinned client pointed straight at a legacy server must fail
 //     (over HTTP and stdio), while the same client in `auto` mode falls back to 2025-11-25.
 //     This proves the pin really prevents a silent fallback.
@@ -312,16 +332,19 @@ async function startLegacyHttp(logFile) {
 // ------------------------------------------------------------------------------------------------
 // Gateway
 
-async function startGateway(name, backendToml, logDir) {
+// With `admin`, the gateway also opens its admin listener (loopback), as `adminUrl`.
+async function startGateway(name, backendToml, logDir, { admin = false } = {}) {
   let lastErr;
   for (let attempt = 1; attempt <= 5; attempt++) {
     const port = await freePort();
+    const adminPort = admin ? await freePort() : null;
     const cfg = path.join(logDir, `gateway-${name}.toml`);
     fs.writeFileSync(
       cfg,
       [
         '[server]',
         `listen = ${tomlStr(`127.0.0.1:${port}`)}`,
+        ...(admin ? [`admin_listen = ${tomlStr(`127.0.0.1:${adminPort}`)}`] : []),
         'drain_timeout = "2s"',
         '',
         '[[route]]',
@@ -350,7 +373,7 @@ async function startGateway(name, backendToml, logDir) {
       }
       await sleep(100);
     }
-    if (up) return { child, port, url: `http://127.0.0.1:${port}/mcp`, logFile, cfg };
+    if (up) return { child, port, url: `http://127.0.0.1:${port}/mcp`, logFile, cfg, adminUrl: admin ? `http://127.0.0.1:${adminPort}` : null };
     await stopChild(child);
     lastErr = new Error(`gateway did not come up on port ${port} (attempt ${attempt}): ${short(child.stderrText.trim(), 400)}`);
     // Exit status 2 is a configuration error: retrying with another port will not help.
@@ -621,6 +644,19 @@ function caseList() {
       id: `listen-legacy-conformance-server-${transport}`,
       meta: { backend: 'legacy-conformance-server.mjs (sdk)', backendVersion: sdkVersion, transport, via: 'gateway (subscriptions/listen)' },
       run: (row, dir) => runListen(row, dir, transport),
+    });
+  }
+  const serverVersion = pkgVersion('@modelcontextprotocol/server');
+  for (const transport of ['stdio', 'http']) {
+    list.push({
+      id: `modern-server-${transport}`,
+      meta: { backend: 'modern-server.mjs (server)', backendVersion: serverVersion, transport, via: 'gateway (relayed to a 2026-07-28 backend)' },
+      run: (row, dir) => runModernServer(row, dir, transport),
+    });
+    list.push({
+      id: `legacy-sdk-modern-server-${transport}`,
+      meta: { backend: 'modern-server.mjs (server)', backendVersion: serverVersion, transport, via: 'gateway (2025-11-25 session, reverse bridge)' },
+      run: (row, dir) => runLegacyModernServer(row, dir, transport),
     });
   }
   const guardVersion = pkgVersion('server-everything-2026-8');
@@ -999,6 +1035,504 @@ async function runListen(row, dir, transport) {
       gatewayLogNotes(row, gw.logFile);
     }
     if (backend) await stopChild(backend.child);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// A 2026-07-28 backend: tests/interop/modern-server.mjs (@modelcontextprotocol/server, 2026-07-28
+// only, `initialize` refused), its era left to the gateway's detection (`era` unset: auto).
+// A 2026-07-28 client is relayed to it (the backend's rounds pass through, its requestState
+// sealed inside the gateway's own); a 2025-11-25 client is served by the reverse bridge (the
+// backend's rounds become server requests on the client's request stream).
+
+const MODERN_SERVER = path.join(HERE, 'modern-server.mjs');
+const CHANGING_URI = 'test://changing';
+
+// Over Streamable HTTP: it prints `LISTENING URL` on stdout, which spawnTracked sends to the log
+// file; what it receives goes to `serverLog` (MODERN_SERVER_LOG).
+async function startModernHttp(logFile, serverLog) {
+  const child = spawnTracked('modern-server (http)', NODE, [MODERN_SERVER, '--http', '127.0.0.1:0'], { logFile, env: { MODERN_SERVER_LOG: serverLog } });
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline && child.exitCode === null) {
+    const m = fs.readFileSync(logFile, 'utf8').match(/LISTENING (http:\/\/127\.0\.0\.1:\d+\/mcp)/);
+    if (m) return { child, url: m[1] };
+    await sleep(50);
+  }
+  await stopChild(child);
+  throw new Error(`modern-server did not listen: ${short(child.stderrText.trim(), 300)}`);
+}
+
+// MODERN_SERVER_LOG: one JSON object a line (a message received, or a `cancelled` event).
+function readServerLog(file) {
+  let text = '';
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch {
+    return [];
+  }
+  const out = [];
+  for (const line of text.split('\n')) {
+    if (!line) continue;
+    try {
+      out.push(JSON.parse(line));
+    } catch {}
+  }
+  return out;
+}
+
+async function waitUntil(pred, ms, step = 50) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = pred();
+    if (v) return v;
+    if (Date.now() >= deadline) return null;
+    await sleep(step);
+  }
+}
+
+// The gateway's admin /status, or null.
+async function gatewayStatus(gw) {
+  try {
+    const r = await fetch(`${gw.adminUrl}/status`, { signal: AbortSignal.timeout(5000) });
+    return r.ok ? await r.json() : null;
+  } catch {
+    return null;
+  }
+}
+
+async function waitForStatus(gw, pred, ms) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const status = await gatewayStatus(gw);
+    if (status && pred(status)) return { ok: true, status };
+    if (Date.now() >= deadline) return { ok: false, status };
+    await sleep(100);
+  }
+}
+
+// modern-server asks form fields `name`, `a` and `b`: each gets a value carrying the row's
+// token. `record.elicitAction` ('accept' unless a case sets 'decline') is the handler's answer.
+function modernAnswers(token, rootUri, record) {
+  const values = { name: `Ada ${token}`, a: `x-${token}`, b: `y-${token}` };
+  return {
+    values,
+    elicit: async (req) => {
+      record.elicitation.push(req.params);
+      if (record.elicitAction !== 'accept') return { action: record.elicitAction };
+      const content = {};
+      for (const k of Object.keys(req.params?.requestedSchema?.properties ?? {})) content[k] = values[k] ?? `?${k}`;
+      return { action: 'accept', content };
+    },
+    sample: async (req) => {
+      record.sampling.push(req.params);
+      return { role: 'assistant', model: 'interop-model', content: { type: 'text', text: `SAMPLED ${token}` }, stopReason: 'endTurn' };
+    },
+    roots: async (req) => {
+      record.roots.push(req.params ?? {});
+      return { roots: [{ uri: rootUri, name: `root-${token}` }] };
+    },
+  };
+}
+
+// `kind`: 'modern' (the 2.4.0 client pinned to 2026-07-28) or 'sdk' (the SDK 1.x client).
+function makeModernServerClient(kind, token, rootUri, record) {
+  const answers = modernAnswers(token, rootUri, record);
+  const caps = { capabilities: { elicitation: { form: {} }, sampling: {}, roots: {} } };
+  let client;
+  if (kind === 'sdk') {
+    client = new SdkClient({ name: 'mrtr-gateway-client-interop-sdk', version: '1.0.0' }, caps);
+    client.setRequestHandler(ElicitRequestSchema, answers.elicit);
+    client.setRequestHandler(CreateMessageRequestSchema, answers.sample);
+    client.setRequestHandler(ListRootsRequestSchema, answers.roots);
+  } else {
+    client = new Client(
+      { name: 'mrtr-gateway-client-interop', version: '1.0.0' },
+      { ...caps, versionNegotiation: { mode: { pin: PROTOCOL }, probe: { timeoutMs: 10_000 } } },
+    );
+    client.setRequestHandler('elicitation/create', answers.elicit);
+    client.setRequestHandler('sampling/createMessage', answers.sample);
+    client.setRequestHandler('roots/list', answers.roots);
+  }
+  return { client, values: answers.values };
+}
+
+async function callWith(client, name, args, options) {
+  if (client instanceof SdkClient) return client.callTool({ name, arguments: args }, undefined, options);
+  return client.callTool({ name, arguments: args }, options);
+}
+
+// modern-server's tools, each result showing the client's answers (whichever era the client
+// speaks), then what the backend received for them (MODERN_SERVER_LOG): never initialize, and
+// the retries carrying the answers (and, for two_rounds, its own requestState).
+async function exerciseModernServer(row, client, { token, rootUri, record, values, serverLog }) {
+  const callsOf = (tool) =>
+    readServerLog(serverLog)
+      .filter((l) => l.message?.method === 'tools/call' && l.message.params?.name === tool)
+      .map((l) => l.message.params);
+  const tools = await client.listTools(undefined, { timeout: 30_000 });
+  const names = tools.tools.map((t) => t.name);
+  const wanted = ['echo', 'ask_name', 'sample', 'list_roots', 'parallel', 'two_rounds', 'slow'];
+  row.check("tools/list offers modern-server's tools", wanted.every((n) => names.includes(n)), `tools: ${names.join(', ')}`);
+  const call = async (name, args = {}) => {
+    const r = await callToolRecorded(row, client, name, args);
+    return r ? { text: textOf(r), isError: !!r.isError } : { text: '', isError: true };
+  };
+  const count = () => ({ e: record.elicitation.length, s: record.sampling.length, r: record.roots.length });
+
+  const echo = await call('echo', { text: `echo ${token}` });
+  row.check('echo round-trips', echo.text === `echo ${token}` && !echo.isError, short(echo.text));
+
+  let before = count();
+  const hello = await call('ask_name');
+  row.check('ask_name: the elicitation handler\'s name comes back', hello.text === `Hello, ${values.name}!` && count().e === before.e + 1, short(hello.text));
+  const askCalls = callsOf('ask_name');
+  row.check(
+    'backend: ask_name took 2 tools/call, the retry carrying inputResponses.name (accept)',
+    askCalls.length === 2 && !askCalls[0].inputResponses && askCalls[1].inputResponses?.name?.action === 'accept' && askCalls[1].inputResponses.name.content?.name === values.name,
+    short(JSON.stringify(askCalls.map((p) => p.inputResponses ?? null)), 240),
+  );
+
+  before = count();
+  const sampled = await call('sample', { prompt: `interop ${token}` });
+  row.check(
+    'sample: the sampling handler\'s text comes back, the request carried the prompt',
+    sampled.text === `Sampled: SAMPLED ${token}` && count().s === before.s + 1 && JSON.stringify(record.sampling.at(-1)).includes(`interop ${token}`),
+    short(sampled.text),
+  );
+
+  before = count();
+  const roots = await call('list_roots');
+  row.check('list_roots: the roots handler\'s root comes back', roots.text === `Roots: ${rootUri}` && count().r === before.r + 1, short(roots.text));
+
+  before = count();
+  const par = await call('parallel');
+  row.check(
+    'parallel: both answers come back (one elicitation, one sampling)',
+    par.text === `${values.name}/SAMPLED ${token}` && count().e === before.e + 1 && count().s === before.s + 1,
+    short(par.text),
+  );
+  const parCalls = callsOf('parallel');
+  row.check(
+    'backend: parallel took 2 tools/call, the retry answering name and answer together',
+    parCalls.length === 2 && Object.keys(parCalls[1].inputResponses ?? {}).sort().join(',') === 'answer,name',
+    short(JSON.stringify(parCalls.map((p) => Object.keys(p.inputResponses ?? {}))), 240),
+  );
+
+  before = count();
+  const two = await call('two_rounds');
+  row.check('two_rounds: both rounds\' answers come back', two.text === `${values.a}+${values.b}` && count().e === before.e + 2, short(two.text));
+  const twoCalls = callsOf('two_rounds');
+  row.check(
+    'backend: two_rounds took 3 tools/call; the last carried its own requestState and only "second"',
+    twoCalls.length === 3 &&
+      !twoCalls[0].requestState &&
+      !twoCalls[1].requestState &&
+      Object.keys(twoCalls[1].inputResponses ?? {}).join(',') === 'first' &&
+      typeof twoCalls[2].requestState === 'string' &&
+      twoCalls[2].requestState.length > 0 &&
+      Object.keys(twoCalls[2].inputResponses ?? {}).join(',') === 'second',
+    short(JSON.stringify(twoCalls.map((p) => ({ keys: Object.keys(p.inputResponses ?? {}), state: typeof p.requestState }))), 240),
+  );
+
+  record.elicitAction = 'decline';
+  const declined = await call('ask_name');
+  record.elicitAction = 'accept';
+  row.check('decline: ask_name answers "No name given (decline)"', declined.text === 'No name given (decline)', short(declined.text));
+  const declinedCall = callsOf('ask_name').at(-1);
+  row.check('backend: the decline reached it as inputResponses.name.action = decline', declinedCall?.inputResponses?.name?.action === 'decline', short(JSON.stringify(declinedCall?.inputResponses ?? null)));
+
+  // slow: progress every 50 ms for a request with a progress token.
+  const progress = [];
+  let slow = null;
+  try {
+    slow = await callWith(client, 'slow', { ms: 400 }, { timeout: 30_000, onprogress: (p) => progress.push(p) });
+  } catch (e) {
+    row.check('client: tools/call slow completed', false, errText(e));
+  }
+  row.check('slow: "done", with progress notifications received', textOf(slow) === 'done' && progress.length >= 3, `${short(textOf(slow))}; ${progress.length} progress`);
+
+  // Cancellation: the call is aborted while the backend runs it; the backend's abort signal
+  // fires (its log shows the `cancelled` event).
+  const slowBefore = callsOf('slow').length;
+  const ac = new AbortController();
+  const pending = callWith(client, 'slow', { ms: 15_000 }, { timeout: 60_000, signal: ac.signal }).then(
+    (r) => `completed: ${short(textOf(r), 80)}`,
+    (e) => errText(e),
+  );
+  const reached = await waitUntil(() => callsOf('slow').length > slowBefore, 10_000);
+  row.check('cancel: the slow call reached the backend', reached, `${callsOf('slow').length - slowBefore} new call(s)`);
+  await sleep(300);
+  const abortedAt = Date.now();
+  ac.abort();
+  const outcome = await withTimeout(pending, 10_000, 'the aborted call to end').catch((e) => `not ended: ${errText(e)}`);
+  row.check('cancel: the client\'s call ended aborted', !outcome.startsWith('completed') && !outcome.startsWith('not ended'), outcome);
+  const cancelled = await waitUntil(() => readServerLog(serverLog).find((l) => l.event === 'cancelled' && l.tool === 'slow'), 10_000);
+  row.check(
+    'cancel: the backend\'s log shows {"event":"cancelled","tool":"slow"}',
+    cancelled,
+    cancelled ? `${Date.now() - abortedAt} ms or less after the abort` : `events: ${JSON.stringify(readServerLog(serverLog).filter((l) => l.event))}`,
+  );
+}
+
+// What the backend was asked, over the whole row: server/discover (the era probe), never
+// initialize, and retries carrying inputResponses.
+function modernBackendChecks(row, serverLog) {
+  const log = readServerLog(serverLog);
+  const methods = log.map((l) => l.message?.method).filter(Boolean);
+  row.check('backend: it heard server/discover and never initialize', methods.includes('server/discover') && !methods.includes('initialize'), [...new Set(methods)].join(', '));
+  const retries = log.filter((l) => l.message?.method === 'tools/call' && l.message.params?.inputResponses);
+  row.check('backend: retries with inputResponses reached it', retries.length >= 6, `${retries.length} retries`);
+  const bad = log.filter((l) => l.message?.id !== undefined && l.message?.method && l.message.params?._meta?.['io.modelcontextprotocol/protocolVersion'] !== PROTOCOL);
+  row.check('backend: every request carried _meta protocolVersion 2026-07-28', bad.length === 0, short(JSON.stringify(bad.map((l) => l.message.method)), 200));
+}
+
+// Every requestState the front wire carried (results and retries) and the ones the backend
+// received: the gateway's must not be the backend's, and the backend's never crosses the front.
+function stateChecks(row, exchanges, serverLog) {
+  const front = new Set();
+  for (const ex of exchanges) {
+    let body = null;
+    try {
+      body = JSON.parse(ex.requestBody);
+    } catch {}
+    for (const b of Array.isArray(body) ? body : body ? [body] : []) if (typeof b.params?.requestState === 'string') front.add(b.params.requestState);
+    for (const m of parseMessages(ex.responseHeaders?.['content-type'], ex.responseBody)) if (typeof m.result?.requestState === 'string') front.add(m.result.requestState);
+  }
+  const backend = [...new Set(readServerLog(serverLog).map((l) => l.message?.params?.requestState).filter((s) => typeof s === 'string' && s.length > 0))];
+  row.check('backend: it received its own requestState on a retry (two_rounds)', backend.length > 0, `${backend.length} state(s)`);
+  const leaked = backend.filter((s) => front.has(s) || exchanges.some((ex) => ex.requestBody.includes(s) || ex.responseBody.includes(s)));
+  row.check(
+    "front: the client never saw the backend's requestState (the gateway's seal differs from it)",
+    backend.length > 0 && front.size > 0 && leaked.length === 0,
+    `${front.size} front state(s), ${backend.length} backend state(s), ${leaked.length} seen on the front${leaked.length ? `: ${short(leaked[0], 80)}` : ''}`,
+  );
+}
+
+// The backend (stdio run by the gateway, or HTTP), the gateway in front of it with its admin
+// listener, and the recording proxy; the backend's MODERN_SERVER_LOG is `serverLog`.
+async function startModernBehindGateway(row, dir, transport, parts, serverLog) {
+  let backendToml;
+  if (transport === 'http') {
+    row.logs.backend = path.join(dir, 'backend.log');
+    parts.backend = await startModernHttp(row.logs.backend, serverLog);
+    backendToml = ['transport = "http"', `url = ${tomlStr(parts.backend.url)}`];
+  } else {
+    backendToml = [
+      'transport = "stdio"',
+      `command = ${tomlStr(NODE)}`,
+      `args = [${tomlStr(MODERN_SERVER)}, "--stdio"]`,
+      `env = { MODERN_SERVER_LOG = ${tomlStr(serverLog)} }`,
+    ];
+  }
+  row.logs.backendMessages = serverLog;
+  parts.gw = await startGateway(row.id, backendToml, dir, { admin: true });
+  row.logs.gateway = parts.gw.logFile;
+  row.logs.gatewayConfig = parts.gw.cfg;
+  row.logs.frontWire = path.join(dir, 'front-wire.jsonl');
+  parts.proxy = await startRecordingProxy(parts.gw.port, row.logs.frontWire);
+}
+
+async function eraCheck(row, gw) {
+  const { ok, status } = await waitForStatus(gw, (s) => s.backends?.b?.era === PROTOCOL, 10_000);
+  row.check('gateway /status: the backend\'s era was detected as 2026-07-28 (era = auto)', ok, short(JSON.stringify(status?.backends ?? status), 200));
+}
+
+// After the row: nothing held, running or listening at the gateway.
+async function idleCheck(row, gw) {
+  const { ok, status } = await waitForStatus(gw, (s) => s.held_calls === 0 && s.running_calls === 0 && s.listens === 0, 10_000);
+  row.check(
+    'gateway /status: nothing held, running or listening afterwards',
+    ok,
+    status ? `held ${status.held_calls}, running ${status.running_calls}, listens ${status.listens}` : 'no /status',
+  );
+}
+
+// The 2.4.0 client pinned to 2026-07-28, relayed to modern-server: every kind of round, a
+// decline, progress, cancellation and Client.listen; the wire shows the rounds with the
+// gateway's sealed state.
+async function runModernServer(row, dir, transport) {
+  const token = `tok-${randomBytes(4).toString('hex')}`;
+  const rootUri = pathToFileURL(fs.mkdtempSync(path.join(dir, 'root-'))).href;
+  const record = { elicitation: [], sampling: [], roots: [], elicitAction: 'accept' };
+  const serverLog = path.join(dir, 'backend-messages.jsonl');
+  const { client, values } = makeModernServerClient('modern', token, rootUri, record);
+  const heard = notificationLog(client, ['notifications/tools/list_changed', 'notifications/resources/updated']);
+  const parts = {};
+  try {
+    await startModernBehindGateway(row, dir, transport, parts, serverLog);
+    const { gw, proxy } = parts;
+    await connectPinned(row, client, proxy.url);
+    await eraCheck(row, gw);
+    await exerciseModernServer(row, client, { token, rootUri, record, values, serverLog });
+
+    // Client.listen, relayed to the backend's own listen.
+    const subscription = await client.listen({ toolsListChanged: true, resourceSubscriptions: [CHANGING_URI] }, { timeout: 30_000 });
+    row.check(
+      'listen: acknowledged with {toolsListChanged, test://changing}',
+      subscription.honoredFilter?.toolsListChanged === true && JSON.stringify(subscription.honoredFilter?.resourceSubscriptions) === JSON.stringify([CHANGING_URI]),
+      JSON.stringify(subscription.honoredFilter),
+    );
+    const updated = await heard.waitFor((n) => n.method === 'notifications/resources/updated', 15_000, 'resource update').catch((e) => e);
+    row.check('listen: the backend\'s resource update for test://changing arrived', updated?.params?.uri === CHANGING_URI, updated instanceof Error ? errText(updated) : JSON.stringify(updated));
+    const changed = await heard.waitFor((n) => n.method === 'notifications/tools/list_changed', 15_000, 'tool list change').catch((e) => e);
+    row.check('listen: the backend\'s tool list change arrived', changed && !(changed instanceof Error), changed instanceof Error ? errText(changed) : JSON.stringify(changed));
+    const open = await gatewayStatus(gw);
+    row.check('gateway /status: the relayed listen is counted while open', open?.listens === 1, `listens ${open?.listens}`);
+    const listenExchange = proxy.exchanges.find((ex) => ex.requestBody.includes('"subscriptions/listen"'));
+    const listenId = listenExchange ? JSON.parse(listenExchange.requestBody).id : undefined;
+    const frames = listenExchange ? parseMessages('text/event-stream', listenExchange.responseBody) : [];
+    row.check('front: the listen stream is text/event-stream', listenExchange?.responseHeaders?.['content-type'] === 'text/event-stream', listenExchange?.responseHeaders?.['content-type']);
+    row.check('front: first frame is notifications/subscriptions/acknowledged', frames[0]?.method === 'notifications/subscriptions/acknowledged', frames[0]?.method);
+    const notes = frames.filter((f) => typeof f.method === 'string' && f.method.startsWith('notifications/'));
+    const methodsOnListen = new Set(notes.map((f) => f.method));
+    row.check(
+      'front: the update and the list change came on it, every notification tagged with the listen id',
+      methodsOnListen.has('notifications/resources/updated') &&
+        methodsOnListen.has('notifications/tools/list_changed') &&
+        notes.every((f) => f.params?._meta?.['io.modelcontextprotocol/subscriptionId'] === listenId),
+      `${notes.length} notifications, listen id ${JSON.stringify(listenId)}: ${short(JSON.stringify(notes.map((f) => [f.method, f.params?._meta])), 200)}`,
+    );
+    await subscription.close();
+    const end = await withTimeout(subscription.closed, 10_000, 'the subscription to close').catch((e) => errText(e));
+    row.check('listen: closed by the client ("local")', end === 'local', end);
+    await idleCheck(row, gw);
+  } catch (e) {
+    row.check('modern flow ran', false, errText(e));
+  } finally {
+    await client.close().catch(() => {});
+    const { backend, gw, proxy } = parts;
+    if (proxy) {
+      const wire = analyzeWire(proxy.exchanges);
+      wireChecks(row, wire, [
+        ['ask_name', 'elicitation/create'],
+        ['sample', 'sampling/createMessage'],
+        ['list_roots', 'roots/list'],
+      ]);
+      const parRounds = wire.inputRequired.filter((r) => r.tool === 'parallel');
+      row.check(
+        'front: parallel had one round with two input requests (elicitation + sampling)',
+        parRounds.length === 1 &&
+          parRounds[0].keys.slice().sort().join(',') === 'answer,name' &&
+          parRounds[0].methods.slice().sort().join(',') === 'elicitation/create,sampling/createMessage',
+        JSON.stringify(parRounds),
+      );
+      const twoRounds = wire.inputRequired.filter((r) => r.tool === 'two_rounds');
+      row.check('front: two_rounds had two rounds', twoRounds.length === 2, JSON.stringify(twoRounds));
+      const progressFrames = proxy.exchanges
+        .filter((ex) => /"name":"slow"/.test(ex.requestBody))
+        .flatMap((ex) => parseMessages(ex.responseHeaders?.['content-type'], ex.responseBody))
+        .filter((m) => m.method === 'notifications/progress');
+      row.check('front: notifications/progress went by on the slow call\'s stream', progressFrames.length >= 3, `${progressFrames.length} frame(s)`);
+      stateChecks(row, proxy.exchanges, serverLog);
+      await proxy.close();
+    }
+    if (gw) {
+      await stopChild(gw.child);
+      gatewayLogNotes(row, gw.logFile);
+    }
+    if (backend) await stopChild(backend.child);
+    modernBackendChecks(row, serverLog);
+  }
+}
+
+// Server requests (method and id) each POST's response stream carried, by the tool it called.
+function serverRequestsByTool(exchanges) {
+  const out = {};
+  for (const ex of exchanges) {
+    let body = null;
+    try {
+      body = JSON.parse(ex.requestBody);
+    } catch {}
+    if (body?.method !== 'tools/call') continue;
+    const tool = body.params?.name;
+    for (const m of parseMessages(ex.responseHeaders?.['content-type'], ex.responseBody)) {
+      if (m.method && m.id !== undefined) (out[tool] ??= []).push(m.method);
+    }
+  }
+  return out;
+}
+
+// The SDK 1.x client (2025-11-25, initialize, session) on the same backend, served by the
+// reverse bridge: its own handlers answer the backend's rounds as server requests on each
+// call's own stream; it is never shown a round.
+async function runLegacyModernServer(row, dir, transport) {
+  row.client = SDK_LABEL;
+  row.protocol = LEGACY_PROTOCOL;
+  const token = `tok-${randomBytes(4).toString('hex')}`;
+  const rootUri = pathToFileURL(fs.mkdtempSync(path.join(dir, 'root-'))).href;
+  const record = { elicitation: [], sampling: [], roots: [], elicitAction: 'accept' };
+  const serverLog = path.join(dir, 'backend-messages.jsonl');
+  const { client, values } = makeModernServerClient('sdk', token, rootUri, record);
+  const parts = {};
+  let sessionId = null;
+  try {
+    await startModernBehindGateway(row, dir, transport, parts, serverLog);
+    const { gw, proxy } = parts;
+    const clientTransport = new SdkHttpTransport(new URL(proxy.url));
+    await client.connect(clientTransport, { timeout: 30_000 });
+    sessionId = clientTransport.sessionId;
+    row.check('client: connected with the 2025-11-25 initialize handshake', clientTransport.protocolVersion === LEGACY_PROTOCOL, `protocol ${clientTransport.protocolVersion}`);
+    row.check('client: holds a session id', typeof sessionId === 'string' && sessionId.length > 0, String(sessionId));
+    row.check('client: the server is modern-server (its info, from server/discover)', client.getServerVersion()?.name === 'modern-server', JSON.stringify(client.getServerVersion()));
+    await eraCheck(row, gw);
+    await exerciseModernServer(row, client, { token, rootUri, record, values, serverLog });
+    await idleCheck(row, gw);
+    await clientTransport.terminateSession();
+    const after = await fetch(proxy.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': sessionId, 'mcp-protocol-version': LEGACY_PROTOCOL },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 99, method: 'tools/list' }),
+    });
+    await after.text();
+    row.check('a request on the deleted session gets 404', after.status === 404, `HTTP ${after.status}`);
+  } catch (e) {
+    row.check('legacy flow ran', false, errText(e));
+  } finally {
+    await client.close().catch(() => {});
+    const { backend, gw, proxy } = parts;
+    if (proxy) {
+      const w = analyzeLegacyWire(proxy.exchanges);
+      row.wire = w;
+      row.check('front: first request is initialize', w.firstMethod === 'initialize', `first: ${w.firstMethod}`);
+      row.check("front: the initialize response carried the gateway's Mcp-Session-Id", !!w.sessionId && w.sessionId === sessionId, String(w.sessionId));
+      row.check('front: every later request carried that session id', w.withoutSession.length === 0 && w.otherSession === 0, `${w.withoutSession.join('; ')} / ${w.otherSession} other`);
+      const shown = proxy.exchanges.filter((ex) => /input_required|"inputRequests"|"requestState"/.test(ex.responseBody));
+      row.check(
+        'front: no server/discover, and no input_required, inputRequests or requestState ever shown to the client',
+        w.discover === 0 && w.inputRequired === 0 && shown.length === 0,
+        `${w.discover} discover, ${w.inputRequired} rounds, ${shown.length} response(s) with round fields${shown.length ? `: ${short(shown[0].responseBody, 200)}` : ''}`,
+      );
+      const byTool = serverRequestsByTool(proxy.exchanges);
+      const expect = [
+        ['ask_name', ['elicitation/create', 'elicitation/create']],
+        ['sample', ['sampling/createMessage']],
+        ['list_roots', ['roots/list']],
+        ['parallel', ['elicitation/create', 'sampling/createMessage']],
+        ['two_rounds', ['elicitation/create', 'elicitation/create']],
+      ];
+      for (const [tool, methods] of expect) {
+        const got = (byTool[tool] ?? []).slice().sort();
+        row.check(`front: ${tool}'s rounds reached the client as server requests on its own call's stream`, JSON.stringify(got) === JSON.stringify(methods), `${JSON.stringify(got)}, expected ${JSON.stringify(methods)}`);
+      }
+      row.check(
+        'front: the client POSTed its answers (202)',
+        w.clientAnswers >= 8 && w.clientAnswerStatuses.every((s) => s === 202),
+        `${w.clientAnswers}: ${JSON.stringify(w.clientAnswerStatuses)}`,
+      );
+      const progressFrames = proxy.exchanges
+        .filter((ex) => /"name":"slow"/.test(ex.requestBody))
+        .flatMap((ex) => parseMessages(ex.responseHeaders?.['content-type'], ex.responseBody))
+        .filter((m) => m.method === 'notifications/progress');
+      row.check("front: notifications/progress went by on the slow call's stream", progressFrames.length >= 3, `${progressFrames.length} frame(s)`);
+      row.check('front: DELETE ended the session (200)', w.deletes.includes(200), JSON.stringify(w.deletes));
+      await proxy.close();
+    }
+    if (gw) {
+      await stopChild(gw.child);
+      gatewayLogNotes(row, gw.logFile);
+    }
+    if (backend) await stopChild(backend.child);
+    modernBackendChecks(row, serverLog);
   }
 }
 

@@ -285,18 +285,18 @@ impl LegacySession {
         self.identity == identity.fingerprint()
     }
 
-    /// The client cancelled a request: its audit record says so now (the backend may still
-    /// answer, and the stream carries whatever it sends).
+    /// The client cancelled a request: its audit record says so now, and its stream ends
+    /// without a response (2025-11-25: a cancelled request is not answered). Whatever the
+    /// backend still sends for it is dropped.
     pub(crate) fn cancelled_by_client(&self, request_id: &Value) {
-        let audit = self
-            .routing
-            .lock_recovered()
-            .in_flight
-            .get_mut(&id_key(request_id))
-            .and_then(|request| request.answer.audit.take());
-        if let Some(audit) = audit {
-            audit.finish(AuditOutcome::Cancelled, 0, None);
+        let request = self.routing.lock_recovered().take(&id_key(request_id));
+        let Some(mut request) = request else {
+            return;
+        };
+        if let Some(audit) = request.answer.audit.take() {
+            audit.finish(AuditOutcome::Cancelled, request.rounds, None);
         }
+        request.log.finish();
     }
 
     /// The client's latest request came from `caller`.

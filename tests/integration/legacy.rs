@@ -455,3 +455,47 @@ async fn a_route_that_serves_2026_only_refuses_initialize_as_the_spec_says() {
     );
     h.stop().await;
 }
+
+/// A request the client cancels gets no response: its stream ends, and the backend hears the
+/// cancellation (2025-11-25: a cancelled request is not answered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_request_ends_its_stream_without_a_response() {
+    let h = Harness::start(Backend::Stdio).await;
+    let (_, session) = initialize(&h.url, None).await;
+    let session = session.expect("a session id");
+    let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                      "params": {"name": "sleep", "arguments": {"ms": 10000}}});
+    let mut response = reqwest::Client::new()
+        .post(&h.url)
+        .headers(headers(Some(&session), None))
+        .body(call.to_string())
+        .send()
+        .await
+        .expect("the call is sent");
+    assert_eq!(response.status(), 200);
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 9, "reason": "changed my mind"}});
+    let accepted = send(
+        reqwest::Method::POST,
+        &h.url,
+        Some(&session),
+        None,
+        Some(cancel),
+    )
+    .await;
+    assert_eq!(accepted.status, 202);
+    let mut body = String::new();
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(chunk) = response.chunk().await.expect("readable") {
+            body.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream ended: {body}");
+    assert!(!body.contains("\"id\":9"), "no response to it: {body}");
+    h.wait_for_backend("the cancellation", |m| {
+        m["method"] == "notifications/cancelled" && m["params"]["requestId"] == 9
+    })
+    .await;
+    h.stop().await;
+}

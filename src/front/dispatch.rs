@@ -29,6 +29,7 @@ use crate::audit::{AuditLog, AuditOutcome, PendingAudit};
 use crate::backend::identity::SessionIdentity;
 use crate::backend::modern::detect::ResolvedEra;
 use crate::backend::modern::{param_headers, MODERN_VERSION};
+use crate::config::TransportKind;
 use crate::error::GatewayError;
 use crate::fleet::{forwarded_by, mark_owner_unavailable};
 use crate::http_serve::{
@@ -232,8 +233,11 @@ impl Dispatch {
         let identity = caller.session_identity().await?;
         let modern = self.route.pool.modern();
         let relayed = modern.era(&identity).await? == ResolvedEra::Modern;
-        // A modern backend checks `Mcp-Param-*` against its own schemas: they go on as sent.
-        if call.method == Method::ToolsCall && !relayed {
+        // A modern backend over HTTP checks `Mcp-Param-*` against its own schemas (they go on as
+        // sent); over stdio it never sees them, so the gateway checks them for it.
+        let backend_checks =
+            relayed && self.route.pool.spec().config.transport == TransportKind::Http;
+        if call.method == Method::ToolsCall && !backend_checks {
             let route = &self.route;
             route.tool_headers.check(
                 call.target.as_deref().unwrap_or_default(),

@@ -172,7 +172,7 @@ impl Reply {
             Outcome::Final(result) => {
                 // Learned from the backend's whole list: what one caller may see must not
                 // decide which headers another's calls are checked for.
-                if self.method == Method::ToolsList && !self.relayed {
+                if self.method == Method::ToolsList {
                     if let Ok(list) = serde_json::from_str::<Value>(result.get()) {
                         self.route
                             .tool_headers

@@ -2,7 +2,8 @@
 //! process serves every request told the same identity (`identity_env`), concurrently:
 //! requests carry the gateway's own ids and progress tokens, and a router task hands each
 //! answer, progress notification and listen notification to the request it belongs to. A log
-//! notification names no request; it is handed on only while one request is in flight.
+//! notification names no request; it is handed to the one request in flight that asked for logs,
+//! if only one did.
 //!
 //! Dropping an unanswered exchange sends `notifications/cancelled`. A process with nothing in
 //! flight for `pool.idle_timeout` is ended; one that exits fails what it had in flight and is
@@ -24,6 +25,7 @@ use super::{Exchange, ModernRequest, Source};
 use crate::backend::identity::SessionIdentity;
 use crate::backend::{BackendError, BackendSpec, Transport, TransportEvent};
 use crate::jsonrpc::Incoming as Decoded;
+use crate::protocol::META_LOG_LEVEL;
 use crate::sync::LockRecovered;
 
 /// Notifications queued for one request before more are dropped (a client that reads slowly
@@ -58,6 +60,9 @@ struct Waiting {
     answer: oneshot::Sender<Result<Decoded, BackendError>>,
     /// The client's own progress token, given back in its notifications.
     client_progress: Option<(String, Value)>,
+    /// It asked for logs (a `logLevel` in its `_meta`, and not a listen): a log line may be
+    /// its.
+    hears_logs: bool,
 }
 
 /// What a request routed from a process reads.
@@ -176,11 +181,14 @@ impl Process {
             routes.progress.get(token).copied()
         } else if subscription.is_some() {
             subscription
-        } else if routes.requests.len() == 1 {
-            // A log line names no request: it can only be the one in flight.
-            routes.requests.keys().next().copied()
         } else {
-            None
+            // A log line names no request: it can only be that of the one request in flight
+            // that asked for logs (a server sends none to the others).
+            let mut hearing = routes.requests.iter().filter(|(_, w)| w.hears_logs);
+            match (hearing.next(), hearing.next()) {
+                (Some((id, _)), None) => Some(*id),
+                _ => None,
+            }
         };
         let Some(waiting) = target.and_then(|id| routes.requests.get(&id)) else {
             return;
@@ -247,6 +255,11 @@ impl ModernStdio {
             }
             None => None,
         };
+        let hears_logs = request.method != "subscriptions/listen"
+            && params
+                .pointer("/_meta")
+                .and_then(|meta| meta.get(META_LOG_LEVEL))
+                .is_some();
         let (notices_tx, notices) = mpsc::channel(NOTICE_ROOM);
         let (answer_tx, answer) = oneshot::channel();
         {
@@ -260,6 +273,7 @@ impl ModernStdio {
                     notices: notices_tx,
                     answer: answer_tx,
                     client_progress,
+                    hears_logs,
                 },
             );
         }

@@ -676,3 +676,40 @@ async fn any_replica_serves_a_relayed_retry() {
     fleet.stop().await;
     backend.stop().await;
 }
+
+/// A request that asks for logs gets the backend's log lines on its stream, even over stdio,
+/// where a log names no request, while another request (which did not ask) is in flight.
+async fn logs_reach_the_request_that_asked(kind: Backend) {
+    let h = Harness::start_modern(kind, |_| {}).await;
+    let slow = tool_call(1, "slow", json!({"ms": 1500}), &no_caps());
+    let mut log = tool_call(2, "log", json!({"message": "hello"}), &no_caps());
+    log["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("info");
+    let url = h.url.clone();
+    let slow = tokio::spawn(async move { post_raw(&url, &slow).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let logged = post_raw(&h.url, &log).await;
+    assert_eq!(result_text(&logged), "logged");
+    let line = logged
+        .messages
+        .iter()
+        .find(|m| m["method"] == "notifications/message")
+        .unwrap_or_else(|| panic!("a log line on its stream: {}", logged.body));
+    assert_eq!(line["params"]["level"], "info");
+    let slow = slow.await.expect("the slow call");
+    assert_eq!(result_text(&slow), "done");
+    assert!(slow
+        .messages
+        .iter()
+        .all(|m| m["method"] != "notifications/message"));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_reach_the_request_that_asked_over_stdio() {
+    logs_reach_the_request_that_asked(Backend::Stdio).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_reach_the_request_that_asked_over_http() {
+    logs_reach_the_request_that_asked(Backend::Http).await;
+}

@@ -239,7 +239,7 @@ exactly when a route declares auth mode none.
 {{- $backend := index $config.backend $name }}
 
 [backend.{{ include "mrtr-gateway.tomlKey" $name }}]
-{{- include "mrtr-gateway.tomlBody" (dict "table" $backend "first" (list "transport" "command" "args" "url") "skip" (list "pool")) }}
+{{- include "mrtr-gateway.tomlBody" (dict "table" $backend "first" (list "era" "transport" "command" "args" "url") "skip" (list "pool")) }}
 {{- if $backend.pool }}
 
 [backend.{{ include "mrtr-gateway.tomlKey" $name }}.pool]

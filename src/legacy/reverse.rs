@@ -256,13 +256,11 @@ impl Drop for ReverseBridge {
 type Answer = Result<Value, JsonRpcError>;
 
 impl Inner {
-    fn answer(&self, id: &Value, result: Value) {
-        let _ = self
-            .events
-            .try_send(TransportEvent::Message(crate::jsonrpc::result_response(
-                id.clone(),
-                result,
-            )));
+    /// Answers a request the bridge answers itself (`ping`, `logging/setLevel`, subscriptions).
+    fn answer(self: &Arc<Self>, id: &Value, result: Value) {
+        let (inner, id) = (self.clone(), id.clone());
+        self.tasks
+            .spawn(async move { inner.deliver(&id, Ok(result)).await });
     }
 
     async fn deliver(&self, id: &Value, answer: Answer) {

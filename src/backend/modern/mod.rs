@@ -200,11 +200,6 @@ async fn read_answer(
     if messages.len() != 1 {
         return Err(not_json());
     }
-    let exchange = Exchange {
-        source: Source::Ready(None),
-        id: id.clone(),
-        answered: false,
-    };
     let event = match messages.pop() {
         Some(Decoded::Answer { result, .. }) if status.is_success() => ModernEvent::Result(result),
         Some(Decoded::Other(message)) => match message.get("error") {
@@ -216,7 +211,7 @@ async fn read_answer(
         },
         _ => return Err(not_json()),
     };
-    Ok(Exchange::ready(exchange.id, event))
+    Ok(Exchange::ready(id.clone(), event))
 }
 
 /// A 2026-07-28 backend: its era, and the link requests travel on.

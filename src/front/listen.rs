@@ -330,6 +330,9 @@ fn stream_relayed(
         let (mut exchange, mut keep_alive, place, id, caller, drain) = state?;
         loop {
             tokio::select! {
+                // The drain first: the backend's processes stop right after it, and the listen
+                // ends with its result, not with their end.
+                biased;
                 _ = drain.cancelled() => {
                     let result = json!({
                         "resultType": "complete",

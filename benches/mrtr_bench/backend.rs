@@ -1,4 +1,5 @@
-//! The fast legacy backend: a minimal 2025-11-25 Streamable HTTP server written on hyper 1.
+//! The fast backend: a minimal dual-era Streamable HTTP server written on hyper 1. It speaks
+//! 2025-11-25 on sessions and answers stateless 2026-07-28 requests on the same endpoint.
 //!
 //! It runs in a child process (the bench binary started again with [`SERVE_BACKEND_FLAG`]) so
 //! that its CPU time and memory are measured apart from the gateway's and the load client's.
@@ -16,6 +17,19 @@
 //! - `tools/call elicit` answers with an SSE stream: first an `elicitation/create` request, then,
 //!   once the client has POSTed the response to it on the same session, the tool result.
 //! - GET is 405 (no standalone stream to keep open), DELETE ends the session.
+//!
+//! A POST without `Mcp-Session-Id` whose `params._meta` names protocol `2026-07-28` is a
+//! 2026-07-28 request, answered statelessly ([`modern_post`]):
+//! - `MCP-Protocol-Version`, `Mcp-Method` and (for `tools/call`) `Mcp-Name` must match the
+//!   body, else 400 with `-32020`;
+//! - `server/discover` names `2026-07-28` and the `tools` capability; `tools/list` lists the
+//!   same tools; both with `ttlMs: 0` and `cacheScope: "public"`;
+//! - `tools/call echo` and `large` answer as on a session, plus `resultType: "complete"`;
+//! - `tools/call elicit` answers `input_required` with one `elicitation/create` under the key
+//!   `name` and the fixed `requestState` [`ELICIT_STATE`] (a client without the `elicitation`
+//!   capability gets 400 with `-32021`); its retry, with `inputResponses.name` and that state,
+//!   gets the same greeting as the session's exchange. Nothing is kept between the two.
+//! - Any other method gets 404 with `-32601`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -30,7 +44,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use dashmap::{DashMap, DashSet};
 use http::header::{HeaderValue, CONTENT_TYPE};
-use http::{Method, Request, Response, StatusCode};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -41,13 +55,24 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
+use crate::wire::MODERN_VERSION;
 use crate::BenchResult;
 
 /// The hidden argument that turns the bench binary into the backend.
 pub const SERVE_BACKEND_FLAG: &str = "--serve-backend";
 
-/// The protocol revision this backend speaks.
+/// The protocol revision this backend speaks on sessions.
 pub const LEGACY_VERSION: &str = "2025-11-25";
+
+/// The `requestState` of the 2026-07-28 `elicit` round: the round carries nothing the retry
+/// needs besides the answer, so the state only proves the retry came back through the client.
+pub const ELICIT_STATE: &str = "fast-elicit-v1";
+/// The request `_meta` keys of 2026-07-28.
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The request-metadata error codes of 2026-07-28.
+const HEADER_MISMATCH: i64 = -32020;
+const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 /// The length of the `large` tool's text: 256 KiB.
@@ -72,6 +97,8 @@ struct BackendState {
     /// The whole `tools/call large` answer minus its id: `{"jsonrpc":"2.0","id":` goes before
     /// it, so the 256 KiB text is serialized once per process, not per call.
     large_result_tail: std::sync::OnceLock<Bytes>,
+    /// The same for the 2026-07-28 answer (with `resultType`).
+    modern_large_result_tail: std::sync::OnceLock<Bytes>,
     /// Elicitation request id → the SSE response waiting for the answer. The ids come from one
     /// counter, so they are unique across sessions.
     pending_elicitations: DashMap<u64, oneshot::Sender<Value>>,
@@ -133,7 +160,7 @@ async fn handle(
     Ok(match *request.method() {
         Method::POST => handle_post(&state, request).await,
         Method::DELETE => {
-            if let Some(session) = session_of(&request) {
+            if let Some(session) = session_of(request.headers()) {
                 state.sessions.remove(&session);
             }
             plain(StatusCode::NO_CONTENT)
@@ -143,9 +170,8 @@ async fn handle(
     })
 }
 
-fn session_of<B>(request: &Request<B>) -> Option<String> {
-    request
-        .headers()
+fn session_of(headers: &HeaderMap) -> Option<String> {
+    headers
         .get(SESSION_HEADER)
         .and_then(|value| value.to_str().ok())
         .map(str::to_owned)
@@ -155,11 +181,9 @@ async fn handle_post(
     state: &Arc<BackendState>,
     request: Request<Incoming>,
 ) -> Response<BackendBody> {
-    let session = session_of(&request);
-    let body = match Limited::new(request.into_body(), MAX_REQUEST_BODY)
-        .collect()
-        .await
-    {
+    let (head, body) = request.into_parts();
+    let session = session_of(&head.headers);
+    let body = match Limited::new(body, MAX_REQUEST_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(_) => return plain(StatusCode::BAD_REQUEST),
     };
@@ -170,6 +194,9 @@ async fn handle_post(
     let id = message.get("id").cloned();
     if method == Some("initialize") {
         return initialize(state, id.unwrap_or(Value::Null));
+    }
+    if session.is_none() && message["params"]["_meta"][META_PROTOCOL_VERSION] == MODERN_VERSION {
+        return modern_post(state, &head.headers, id, &message);
     }
     match &session {
         Some(session) if state.sessions.contains(session) => {}
@@ -250,7 +277,7 @@ fn call_tool(state: &Arc<BackendState>, id: Value, message: &Value) -> Response<
             let text = params["arguments"]["text"].as_str().unwrap_or_default();
             json_response(&result(id, text_result(text)))
         }
-        Some("large") => large_response(state, &id),
+        Some("large") => large_response(state, &id, false),
         Some("elicit") => start_elicitation(state, id),
         _ => json_response(&json!({
             "jsonrpc": "2.0",
@@ -260,10 +287,20 @@ fn call_tool(state: &Arc<BackendState>, id: Value, message: &Value) -> Response<
     }
 }
 
-/// `tools/call large`: the id, then the cached rest of the message.
-fn large_response(state: &BackendState, id: &Value) -> Response<BackendBody> {
-    let tail = state.large_result_tail.get_or_init(|| {
-        let message = json!({"result": text_result(&large_text())}).to_string();
+/// `tools/call large`: the id, then the cached rest of the message (with `resultType` for a
+/// 2026-07-28 request).
+fn large_response(state: &BackendState, id: &Value, modern: bool) -> Response<BackendBody> {
+    let cell = if modern {
+        &state.modern_large_result_tail
+    } else {
+        &state.large_result_tail
+    };
+    let tail = cell.get_or_init(|| {
+        let mut result = text_result(&large_text());
+        if modern {
+            result["resultType"] = json!("complete");
+        }
+        let message = json!({ "result": result }).to_string();
         // `{"result":...}` → `,"result":...}`, to follow `{"jsonrpc":"2.0","id":ID`.
         Bytes::from(format!(",{}", &message[1..]))
     });
@@ -284,15 +321,7 @@ fn start_elicitation(state: &Arc<BackendState>, call_id: Value) -> Response<Back
         "jsonrpc": "2.0",
         "id": elicitation_id,
         "method": "elicitation/create",
-        "params": {
-            "mode": "form",
-            "message": "What is your name?",
-            "requestedSchema": {
-                "type": "object",
-                "properties": {"name": {"type": "string"}},
-                "required": ["name"],
-            },
-        },
+        "params": elicitation_params(),
     });
     let stream = ElicitationStream {
         opening: Some(sse_event(&request)),
@@ -311,6 +340,31 @@ fn start_elicitation(state: &Arc<BackendState>, call_id: Value) -> Response<Back
     response
 }
 
+/// What `elicit` asks, in both eras.
+fn elicitation_params() -> Value {
+    json!({
+        "mode": "form",
+        "message": "What is your name?",
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+            "required": ["name"],
+        },
+    })
+}
+
+/// `elicit`'s final text from the client's `ElicitResult`, in both eras.
+fn greeting(answer: &Value) -> String {
+    match answer["action"].as_str() {
+        Some("accept") => {
+            let name = answer["content"]["name"].as_str().unwrap_or("?");
+            format!("Hello, {name}!")
+        }
+        Some(other) => format!("No name ({other})."),
+        None => "No answer.".to_owned(),
+    }
+}
+
 /// Hands the client's answer to the SSE response that asked for it.
 fn deliver_answer(state: &BackendState, message: &Value) {
     let Some(id) = message.get("id").and_then(Value::as_u64) else {
@@ -319,6 +373,132 @@ fn deliver_answer(state: &BackendState, message: &Value) {
     if let Some((_, waiting)) = state.pending_elicitations.remove(&id) {
         let _ = waiting.send(message.clone());
     }
+}
+
+/// A stateless 2026-07-28 request: its request-metadata headers checked against the body, then
+/// answered in one JSON body.
+fn modern_post(
+    state: &BackendState,
+    headers: &HeaderMap,
+    id: Option<Value>,
+    message: &Value,
+) -> Response<BackendBody> {
+    // 2026-07-28 defines no client notification over HTTP, and clients POST no responses.
+    let (Some(id), Some(method)) = (id, message.get("method").and_then(Value::as_str)) else {
+        return plain(StatusCode::ACCEPTED);
+    };
+    let params = &message["params"];
+    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let name = (method == "tools/call")
+        .then(|| params["name"].as_str())
+        .flatten();
+    let mismatch = if header("mcp-protocol-version") != Some(MODERN_VERSION) {
+        Some("MCP-Protocol-Version")
+    } else if header("mcp-method") != Some(method) {
+        Some("Mcp-Method")
+    } else if name.is_some() && header("mcp-name") != name {
+        Some("Mcp-Name")
+    } else {
+        None
+    };
+    if let Some(which) = mismatch {
+        let message = format!("Header mismatch: {which} does not match the body");
+        return error_response(StatusCode::BAD_REQUEST, id, HEADER_MISMATCH, &message, None);
+    }
+    match method {
+        "server/discover" => json_response(&result(
+            id,
+            json!({
+                "resultType": "complete",
+                "supportedVersions": [MODERN_VERSION],
+                "capabilities": {"tools": {}},
+                "ttlMs": 0,
+                "cacheScope": "public",
+            }),
+        )),
+        "tools/list" => {
+            let mut list = tools_list();
+            list["resultType"] = json!("complete");
+            list["ttlMs"] = json!(0);
+            list["cacheScope"] = json!("public");
+            json_response(&result(id, list))
+        }
+        "tools/call" => match name {
+            Some("echo") => {
+                let text = params["arguments"]["text"].as_str().unwrap_or_default();
+                json_response(&result(id, complete(text_result(text))))
+            }
+            Some("large") => large_response(state, &id, true),
+            Some("elicit") => modern_elicit(id, params),
+            _ => error_response(StatusCode::OK, id, -32602, "Unknown tool", None),
+        },
+        _ => error_response(
+            StatusCode::NOT_FOUND,
+            id,
+            -32601,
+            &format!("Method not found: {method}"),
+            None,
+        ),
+    }
+}
+
+/// 2026-07-28 `tools/call elicit`: `input_required` until the retry brings the answer under
+/// `name` with [`ELICIT_STATE`], then the greeting.
+fn modern_elicit(id: Value, params: &Value) -> Response<BackendBody> {
+    if params["_meta"][META_CLIENT_CAPABILITIES]
+        .get("elicitation")
+        .is_none()
+    {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            id,
+            MISSING_CLIENT_CAPABILITY,
+            "Server requires the elicitation capability for this request",
+            Some(json!({"requiredCapabilities": {"elicitation": {}}})),
+        );
+    }
+    let state = params.get("requestState");
+    if state.is_some_and(|state| state != ELICIT_STATE) {
+        return error_response(StatusCode::OK, id, -32602, "Invalid requestState", None);
+    }
+    match params["inputResponses"].get("name") {
+        Some(answer) if state.is_some() => {
+            json_response(&result(id, complete(text_result(&greeting(answer)))))
+        }
+        // First call, or a retry without the answer: ask (again).
+        _ => json_response(&result(
+            id,
+            json!({
+                "resultType": "input_required",
+                "inputRequests": {
+                    "name": {"method": "elicitation/create", "params": elicitation_params()},
+                },
+                "requestState": ELICIT_STATE,
+            }),
+        )),
+    }
+}
+
+/// `result` marked as a complete 2026-07-28 result.
+fn complete(mut result: Value) -> Value {
+    result["resultType"] = json!("complete");
+    result
+}
+
+fn error_response(
+    status: StatusCode,
+    id: Value,
+    code: i64,
+    message: &str,
+    data: Option<Value>,
+) -> Response<BackendBody> {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    let mut response = json_response(&json!({"jsonrpc": "2.0", "id": id, "error": error}));
+    *response.status_mut() = status;
+    response
 }
 
 fn result(id: Value, result: Value) -> Value {
@@ -379,14 +559,7 @@ impl ElicitationStream {
         let Ok(answer) = outcome else {
             return Poll::Ready(None);
         };
-        let text = match answer["result"]["action"].as_str() {
-            Some("accept") => {
-                let name = answer["result"]["content"]["name"].as_str().unwrap_or("?");
-                format!("Hello, {name}!")
-            }
-            Some(other) => format!("No name ({other})."),
-            None => "No answer.".to_owned(),
-        };
+        let text = greeting(&answer["result"]);
         let message = result(self.call_id.clone(), text_result(&text));
         Poll::Ready(Some(sse_event(&message)))
     }

@@ -2,7 +2,8 @@
 //! files are needed):
 //!
 //! - `m1.svg`: throughput and p99 latency against concurrency for `tools/call echo`, one line
-//!   per target: M1's (solid, the fast HTTP backend) and M8's (dashed, the stdio echo backend);
+//!   per target: M1's (solid, the fast HTTP backend: direct, gateway, nginx, direct
+//!   (2026-07-28), gateway relay) and M8's (dashed, the stdio echo backend);
 //! - `m1-large.svg`: the same panels for M1's 256 KiB result.
 //!
 //! Throughput is on a linear axis; p99 latency on a logarithmic one, since the targets differ
@@ -20,10 +21,12 @@ use crate::m1_passthrough::{Point, Target};
 use crate::BenchResult;
 
 /// Every target's color, and whether its line is dashed (M8's stdio backend).
-const TARGETS: [(Target, RGBColor, bool); 8] = [
+const TARGETS: [(Target, RGBColor, bool); 10] = [
     (Target::Direct, RGBColor(31, 119, 180), false),
     (Target::Gateway, RGBColor(214, 39, 40), false),
     (Target::Nginx, RGBColor(44, 160, 44), false),
+    (Target::DirectModern, RGBColor(127, 127, 127), false),
+    (Target::GatewayRelay, RGBColor(227, 119, 194), false),
     (Target::GatewayStdio, RGBColor(214, 39, 40), true),
     (Target::GatewayStdioLegacy, RGBColor(140, 86, 75), true),
     (
@@ -68,7 +71,7 @@ fn draw(path: &Path, points: &[&Point], what: &str) -> BenchResult<()> {
     let x_max = points.iter().map(|p| p.concurrency).max().unwrap_or(1) as f64 * 1.08;
     let throughput: Vec<f64> = points.iter().map(|p| p.stats.per_second()).collect();
     // Headroom above the highest point keeps the legend (upper left) clear of the lines.
-    let y_max = throughput.iter().copied().fold(0.0, f64::max).max(1.0) * 1.6;
+    let y_max = throughput.iter().copied().fold(0.0, f64::max).max(1.0) * 1.8;
     let chart = ChartBuilder::on(&left)
         .caption(format!("throughput, {what}"), ("sans-serif", 18))
         .margin(15)

@@ -4,12 +4,38 @@
 //! it is a replica of a fleet, whose `fleet.advertise` must name its real port, and drains for
 //! at most one second on SIGTERM, so stopping it is quick. Everything else stays at its default
 //! unless a scenario needs more (pool size, held-call limits, settle window, fleet).
+//!
+//! The fast backend answers both revisions, so a gateway in front of it names the backend's
+//! `era` instead of probing: `2025-11-25` (sessions, the gateway's own rounds) for every
+//! scenario but the 2026-07-28 rows of M1 and M2, which fix `2026-07-28` (the relay, and the
+//! reverse bridge for 2025-11-25 clients).
 
 use crate::procs::GATEWAY_EXE;
+
+/// The revision a gateway is told its backend speaks (`[backend.NAME] era`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BackendEra {
+    /// `"2025-11-25"`: sessions; a 2026-07-28 client's rounds are the gateway's own.
+    Legacy,
+    /// `"2026-07-28"`: a 2026-07-28 client's requests are relayed, a 2025-11-25 client's go
+    /// through the reverse bridge.
+    Modern,
+}
+
+impl BackendEra {
+    fn as_str(self) -> &'static str {
+        match self {
+            BackendEra::Legacy => crate::backend::LEGACY_VERSION,
+            BackendEra::Modern => crate::wire::MODERN_VERSION,
+        }
+    }
+}
 
 /// A gateway in front of the fast backend over Streamable HTTP.
 pub struct HttpGatewayConfig {
     pub backend_url: String,
+    /// `era` of the backend: set, never probed (the fast backend answers both revisions).
+    pub era: BackendEra,
     /// `pool.max_sessions`: each concurrent or held call keeps one backend session.
     pub max_sessions: usize,
     /// `mrtr.settle_window` in ms; `None` keeps the default (50 ms).
@@ -40,9 +66,11 @@ pub struct FleetSetting {
 pub const FLEET_TEST_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
 impl HttpGatewayConfig {
+    /// The legacy path: the backend fixed to 2025-11-25.
     pub fn new(backend_url: String) -> Self {
         Self {
             backend_url,
+            era: BackendEra::Legacy,
             max_sessions: 256,
             settle_window_ms: None,
             settle_quiet_ms: None,
@@ -50,6 +78,14 @@ impl HttpGatewayConfig {
             held_ttl_s: 50,
             admin: false,
             fleet: None,
+        }
+    }
+
+    /// The relay (and the reverse bridge): the backend fixed to 2026-07-28.
+    pub fn relay(backend_url: String) -> Self {
+        Self {
+            era: BackendEra::Modern,
+            ..Self::new(backend_url)
         }
     }
 
@@ -76,11 +112,12 @@ impl HttpGatewayConfig {
         format!(
             "{server}\
              [[route]]\npath = \"/mcp\"\nbackend = \"fast\"\n\n\
-             [backend.fast]\ntransport = \"http\"\nurl = {url}\n\n\
+             [backend.fast]\ntransport = \"http\"\nurl = {url}\nera = \"{era}\"\n\n\
              [backend.fast.pool]\nmax_sessions = {max_sessions}\nqueue_wait = \"30s\"\n\n\
              [mrtr]\n{keys}held_ttl = \"{ttl}s\"\n{settle}max_held = {held}\nmax_held_per_principal = {held}\n{fleet}",
             server = server_table(self.admin, port),
             url = toml_string(&self.backend_url),
+            era = self.era.as_str(),
             max_sessions = self.max_sessions,
             ttl = self.held_ttl_s,
             held = self.max_held,

@@ -1,8 +1,17 @@
-//! M1, passthrough: `tools/call echo` at fixed concurrency against three targets in one run:
-//! the backend directly (2025-11-25 on an initialized session), the gateway (2026-07-28), and
-//! nginx proxying to the same backend (2025-11-25). What the gateway adds over a plain reverse
-//! proxy is the interesting number. Then the same three with a large result: `tools/call
-//! large`, whose 256 KiB text is checked byte for byte.
+//! M1, passthrough: `tools/call echo` at fixed concurrency against five targets in one run, all
+//! in front of the same dual-era backend:
+//! - `direct`: the backend directly, 2025-11-25 on an initialized session;
+//! - `gateway`: a 2026-07-28 client through the gateway whose backend is fixed to 2025-11-25
+//!   (the legacy path: each call leases a backend session and is translated);
+//! - `nginx`: nginx proxying to the backend, 2025-11-25 as direct;
+//! - `direct (2026-07-28)`: the backend directly, stateless 2026-07-28 requests;
+//! - `gateway relay`: a 2026-07-28 client through a gateway whose backend is fixed to
+//!   2026-07-28 (each request relayed as it came).
+//!
+//! What the gateway adds over a plain reverse proxy, and what the relay adds over the modern
+//! backend reached directly, next to the legacy path's cost, are the interesting numbers. Then
+//! the same targets with a large result: `tools/call large`, whose 256 KiB text is checked
+//! byte for byte.
 //!
 //! This file also owns one measured point ([`measure`]: the load, its check, and the CPU
 //! sampled over the measured window), which M8 reuses for the stdio-to-HTTP tools.
@@ -26,9 +35,16 @@ use crate::BenchResult;
 /// Who the load client talks to.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Target {
+    /// The backend directly, 2025-11-25 on a session.
     Direct,
+    /// The gateway in front of the backend fixed to 2025-11-25, 2026-07-28 client.
     Gateway,
+    /// nginx in front of the backend, 2025-11-25 client.
     Nginx,
+    /// The backend directly, stateless 2026-07-28 requests.
+    DirectModern,
+    /// The gateway in front of the backend fixed to 2026-07-28, 2026-07-28 client: the relay.
+    GatewayRelay,
     /// M8: the gateway in front of the stdio echo backend, 2026-07-28 client.
     GatewayStdio,
     /// M8: the same gateway, a 2025-11-25 client on a session of its own.
@@ -43,6 +59,8 @@ impl Target {
             Target::Direct => "direct",
             Target::Gateway => "gateway",
             Target::Nginx => "nginx",
+            Target::DirectModern => "direct (2026-07-28)",
+            Target::GatewayRelay => "gateway relay",
             Target::GatewayStdio => "gateway (stdio)",
             Target::GatewayStdioLegacy => "gateway (stdio, 2025-11-25 client)",
             Target::Tool(tool) => tool.label(),
@@ -51,7 +69,10 @@ impl Target {
 
     /// Whether the load client speaks 2026-07-28 (else 2025-11-25 on an initialized session).
     fn modern(self) -> bool {
-        matches!(self, Target::Gateway | Target::GatewayStdio)
+        matches!(
+            self,
+            Target::Gateway | Target::GatewayStdio | Target::DirectModern | Target::GatewayRelay
+        )
     }
 }
 
@@ -100,14 +121,18 @@ pub struct Point {
     pub backend_cpu_us: Option<f64>,
 }
 
-/// The URLs of the three targets (nginx may be missing) and the processes behind them.
+/// The URLs of the targets (nginx may be missing) and the processes behind them. `direct`
+/// serves both `direct` targets.
 pub struct Targets {
     pub direct: String,
     pub gateway: String,
     pub nginx: Option<String>,
+    /// The gateway whose backend is fixed to 2026-07-28.
+    pub relay: String,
     pub backend_pid: u32,
     pub gateway_pid: u32,
     pub nginx_pid: Option<u32>,
+    pub relay_pid: u32,
 }
 
 /// Where the CPU time of a point comes from.
@@ -155,6 +180,12 @@ pub async fn run(settings: &Settings, targets: &Targets) -> BenchResult<(Vec<Poi
     if let Some(nginx) = &targets.nginx {
         order.push((Target::Nginx, nginx.as_str(), targets.nginx_pid));
     }
+    order.push((Target::DirectModern, targets.direct.as_str(), None));
+    order.push((
+        Target::GatewayRelay,
+        targets.relay.as_str(),
+        Some(targets.relay_pid),
+    ));
     let mut points = (Vec::new(), Vec::new());
     for (call, concurrencies, into) in [
         (Call::Echo, &settings.concurrencies, &mut points.0),
@@ -283,7 +314,7 @@ async fn legacy_load(
     Ok(stats)
 }
 
-/// 2026-07-28 `tools/call` through the gateway.
+/// 2026-07-28 `tools/call`: through the gateway, or directly to the backend.
 async fn modern_load(
     url: &str,
     call: Call,

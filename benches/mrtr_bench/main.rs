@@ -6,7 +6,8 @@
 //!
 //! This file owns the command line, the sizes of each mode, the order of the scenarios and the
 //! output files. The other files:
-//! - `backend.rs`: the fast 2025-11-25 backend (this binary run with `--serve-backend ADDR`);
+//! - `backend.rs`: the fast backend (this binary run with `--serve-backend ADDR`): 2025-11-25
+//!   on sessions and stateless 2026-07-28 on the same endpoint;
 //! - `roots_backend.rs`: a stdio backend that uses roots like server-filesystem (this binary run
 //!   with `--serve-roots-backend ROOT`);
 //! - `stdio_backend.rs`: the stdio echo backend of M8 (this binary run with
@@ -14,13 +15,23 @@
 //! - `alternatives.rs`: the stdio-to-HTTP tools M8 compares, installed by
 //!   `scripts/bench-alternatives.sh`;
 //! - `procs.rs`: starting and stopping the backend, the gateway and nginx; RSS; limits;
-//! - `gateway_config.rs`: the gateway configurations, as TOML;
+//! - `gateway_config.rs`: the gateway configurations, as TOML (each names its backend's era:
+//!   2025-11-25 for the legacy path, 2026-07-28 for the relay and the reverse bridge);
 //! - `wire.rs`: the HTTP client and both protocol revisions' request shapes;
-//! - `rounds.rs`: one elicitation exchange through the gateway and natively;
+//! - `rounds.rs`: one elicitation exchange, 2026-07-28 (`input_required` and the retry) and
+//!   2025-11-25 (the SSE stream and the POSTed answer), at a gateway or at the backend;
 //! - `load.rs`: the load drivers and their latency histograms;
 //! - `m1_passthrough.rs`, `m2_elicitation.rs`, `m3_capacity.rs`, `m4_stdio_pool.rs`,
 //!   `m5_roots.rs`, `m6_forwarded.rs`, `m7_bursts.rs`, `m8_alternatives.rs`: the scenarios;
 //! - `report.rs` and `chart.rs`: the Markdown tables, `m1.svg` and `m1-large.svg`.
+//!
+//! M1 and M2 run against one backend, which speaks both revisions, and two gateways in front
+//! of it: one with the backend fixed to 2025-11-25 (the legacy path, where the gateway holds
+//! rounds of its own) and one with it fixed to 2026-07-28 (2026-07-28 clients relayed,
+//! 2025-11-25 clients through the reverse bridge). M1's targets: `direct` (2025-11-25),
+//! `gateway` (the legacy path), `nginx`, `direct (2026-07-28)` and `gateway relay`. M2's rows:
+//! the native 2025-11-25 round, the direct 2026-07-28 round, the gateway's own round (three
+//! settle settings), the relayed round and the reverse bridge's round.
 //!
 //! `--smoke` runs every scenario with tiny sizes (well under a minute) and exits non-zero if any
 //! request failed or any process did not start; it requires nginx when it includes M1, and the
@@ -427,6 +438,7 @@ async fn run(options: Options) -> ExitCode {
     ));
     findings.notes.push(
         "the gateway runs with its defaults except: loopback port 0, `drain_timeout = \"1s\"`, \
+         the fast backend's `era` fixed (`\"2025-11-25\"`, and `\"2026-07-28\"` for M1's relay and M2's relay and reverse bridge), \
          `pool.max_sessions` sized for the scenario (256 for M1/M2; held rounds + 64 for M3; M8's largest concurrency + 4 for its stdio backend), \
          `queue_wait = \"30s\"`, for M3 `held_ttl = \"600s\"` and `max_held`/`max_held_per_principal` = held rounds + 64, \
          and for M6 loopback ports chosen beforehand, `[fleet]` with `advertise` naming them, one shared `mrtr.keys` entry and `settle_window = \"0ms\"`."
@@ -457,8 +469,9 @@ async fn run(options: Options) -> ExitCode {
     }
 }
 
-/// M1 and M2 share one backend, one gateway and nginx; M2 adds a gateway with a zero quiet gap
-/// and one with a zero settle window.
+/// M1 and M2 share one backend, two gateways (the backend fixed to 2025-11-25 and to
+/// 2026-07-28) and nginx; M2 adds a gateway with a zero quiet gap and one with a zero settle
+/// window.
 async fn passthrough_and_rounds(
     plan: &Plan,
     scenarios: Scenarios,
@@ -468,6 +481,10 @@ async fn passthrough_and_rounds(
     let backend = BackendProcess::start()?;
     let gateway = GatewayProcess::start(
         &HttpGatewayConfig::new(backend.url()).to_toml(),
+        Duration::from_secs(10),
+    )?;
+    let relay = GatewayProcess::start(
+        &HttpGatewayConfig::relay(backend.url()).to_toml(),
         Duration::from_secs(10),
     )?;
     let nginx = match nginx {
@@ -489,9 +506,11 @@ async fn passthrough_and_rounds(
             direct: backend.url(),
             gateway: gateway.url(),
             nginx: nginx.as_ref().map(NginxProcess::url),
+            relay: relay.url(),
             backend_pid: backend.guard.pid(),
             gateway_pid: gateway.guard.pid(),
             nginx_pid: nginx.as_ref().map(NginxProcess::pid),
+            relay_pid: relay.guard.pid(),
         };
         (findings.m1, findings.m1_large) = m1_passthrough::run(&plan.m1, &targets).await?;
     }
@@ -501,17 +520,22 @@ async fn passthrough_and_rounds(
     }
 
     eprintln!("mrtr-bench: M2 elicitation round");
-    findings
-        .m2
-        .push(m2_elicitation::run_native(&plan.m2, &backend.url()).await?);
-    findings.m2.push(
-        m2_elicitation::run_gateway(
-            &plan.m2,
-            "gateway, default (settle_quiet 1 ms, settle_window 50 ms)".to_owned(),
-            &gateway.url(),
-        )
-        .await?,
-    );
+    let rows = [
+        (m2_elicitation::NATIVE, false, backend.url()),
+        (m2_elicitation::DIRECT_MODERN, true, backend.url()),
+        (m2_elicitation::GATEWAY_DEFAULT, true, gateway.url()),
+        (m2_elicitation::RELAY, true, relay.url()),
+        (m2_elicitation::REVERSE_BRIDGE, false, relay.url()),
+    ];
+    for (label, modern, url) in rows {
+        let row = if modern {
+            m2_elicitation::run_modern(&plan.m2, label.to_owned(), &url).await?
+        } else {
+            m2_elicitation::run_legacy(&plan.m2, label.to_owned(), &url).await?
+        };
+        findings.m2.push(row);
+    }
+    drop(relay);
     drop(gateway);
     let mut no_quiet = HttpGatewayConfig::new(backend.url());
     no_quiet.settle_quiet_ms = Some(0);
@@ -526,13 +550,14 @@ async fn passthrough_and_rounds(
         let variant = GatewayProcess::start(&config.to_toml(), Duration::from_secs(10))?;
         findings
             .m2
-            .push(m2_elicitation::run_gateway(&plan.m2, label.to_owned(), &variant.url()).await?);
+            .push(m2_elicitation::run_modern(&plan.m2, label.to_owned(), &variant.url()).await?);
     }
     findings.notes.push(
         "After a backend's first server request, the gateway closes the round once the backend \
          has been quiet for `mrtr.settle_quiet` (default 1 ms), and after `mrtr.settle_window` \
          (default 50 ms) at the latest; M2 shows the default, a quiet gap of 0 ms (the round closes \
-         on what has arrived once the gateway has yielded) and a window of 0 ms."
+         on what has arrived once the gateway has yielded) and a window of 0 ms. The relay and \
+         the reverse bridge have no settle step: the round is the backend's own."
             .to_owned(),
     );
     Ok(())

@@ -9,7 +9,7 @@ use crate::alternatives::{node_version, Tool};
 use crate::backend::LARGE_TEXT_BYTES;
 use crate::load::LoadStats;
 use crate::m1_passthrough::{Point, Target};
-use crate::m2_elicitation::Row as M2Row;
+use crate::m2_elicitation::{self as m2, Row as M2Row};
 use crate::m3_capacity::Row as M3Row;
 use crate::m4_stdio_pool::{median, Results as M4Results};
 use crate::m5_roots::{Row as M5Row, CONFIGURED_ROOT, STATIC_ROOT};
@@ -130,9 +130,13 @@ fn m1_tables(out: &mut String, findings: &Findings) {
     let (warmup, measure) = findings.m1_seconds;
     let _ = writeln!(
         out,
-        "## M1: passthrough `tools/call echo`\n\n{warmup} s warm-up, then {measure} s measured per point. \
-         direct: 2025-11-25 on one initialized session; gateway: 2026-07-28; nginx: `proxy_pass` \
-         with an upstream keepalive pool of 128, `worker_processes {NGINX_WORKERS}`.\n\n\
+        "## M1: passthrough `tools/call echo`\n\n{warmup} s warm-up, then {measure} s measured per point, \
+         one dual-era backend behind every target. direct: 2025-11-25 on one initialized session; \
+         gateway: a 2026-07-28 client, the backend fixed to `era = \"2025-11-25\"` (the legacy \
+         path); nginx: 2025-11-25, `proxy_pass` with an upstream keepalive pool of 128, \
+         `worker_processes {NGINX_WORKERS}`; direct (2026-07-28): stateless 2026-07-28 requests \
+         to the backend; gateway relay: a 2026-07-28 client, the backend fixed to \
+         `era = \"2026-07-28\"` (each request relayed as it came).\n\n\
          CPU columns: CPU time (user + system) of the proxy (gateway, or nginx with its workers) \
          and of the backend during the measured window, divided by the requests completed in it.\n"
     );
@@ -175,8 +179,41 @@ fn m1_tables(out: &mut String, findings: &Findings) {
     );
     let _ = writeln!(
         out,
-        "| median added latency, nginx vs direct at c={low} | {} |\n",
+        "| median added latency, nginx vs direct at c={low} | {} |",
         added(find(Target::Nginx, low), find(Target::Direct, low))
+    );
+    let relay_top = find(Target::GatewayRelay, top);
+    let _ = writeln!(
+        out,
+        "| median added latency, gateway relay vs direct (2026-07-28) at c={low} | {} |",
+        added(
+            find(Target::GatewayRelay, low),
+            find(Target::DirectModern, low)
+        )
+    );
+    let _ = writeln!(
+        out,
+        "| throughput gateway relay / direct (2026-07-28) at c={top} | {} |",
+        throughput_ratio(relay_top, find(Target::DirectModern, top))
+    );
+    let _ = writeln!(
+        out,
+        "| throughput gateway relay / gateway (legacy path) at c={top} | {} |",
+        throughput_ratio(relay_top, gateway_top)
+    );
+    let proxy_cpu = |target: Target| {
+        findings
+            .m1
+            .iter()
+            .find(|p| p.target == target && p.concurrency == top)
+            .and_then(|p| p.proxy_cpu_us)
+            .map_or_else(|| "n/a".to_owned(), |cpu| format!("{cpu:.0} µs"))
+    };
+    let _ = writeln!(
+        out,
+        "| gateway CPU per call at c={top}: relay / legacy path | {} / {} |\n",
+        proxy_cpu(Target::GatewayRelay),
+        proxy_cpu(Target::Gateway)
     );
 }
 
@@ -212,7 +249,7 @@ fn m1_large_table(out: &mut String, findings: &Findings) {
     let _ = writeln!(
         out,
         "## M1 large: `tools/call large`, a {} KiB text result\n\n\
-         The same backend, gateway and nginx as M1, {warmup} s warm-up, then {measure} s measured \
+         The same backend and targets as M1, {warmup} s warm-up, then {measure} s measured \
          per point. The backend serializes its answer once and sends it as one JSON body; the \
          load client parses every answer and compares all {LARGE_TEXT_BYTES} bytes of the text \
          (a short or different text is an error). CPU columns as in M1.\n",
@@ -254,10 +291,14 @@ fn m2_table(out: &mut String, rows: &[M2Row]) {
     }
     out.push_str(
         "## M2: one elicitation round, concurrency 1\n\n\
-         The whole exchange: the call, the question, the answer and the result. Through the \
-         gateway that is two HTTP requests (`input_required`, then the retry with \
-         `inputResponses` and `requestState`); natively it is the call's SSE stream plus the \
-         POSTed answer.\n\n\
+         The whole exchange: the call, the question, the answer and the result. A 2026-07-28 \
+         client makes two HTTP requests (`input_required`, then the retry with \
+         `inputResponses` and `requestState`); a 2025-11-25 client reads the call's SSE stream \
+         and POSTs its answer on the session. One dual-era backend: native and direct \
+         2026-07-28 reach it directly; the gateway rows have it fixed to 2025-11-25 (the \
+         gateway's own round over the backend's SSE exchange); the relay and the reverse \
+         bridge have it fixed to 2026-07-28 (the backend's round relayed to a 2026-07-28 \
+         client, or asked of a 2025-11-25 client as `elicitation/create` on its stream).\n\n\
          | path | exchanges | p50 (µs) | p99 (µs) | p50 / native | p99 / native | errors |\n\
          |---|---:|---:|---:|---:|---:|---:|\n",
     );
@@ -280,6 +321,40 @@ fn m2_table(out: &mut String, rows: &[M2Row]) {
         );
     }
     out.push('\n');
+    let p50 = |label: &str| {
+        rows.iter()
+            .find(|row| row.label == label)
+            .map(|row| row.stats.p50_us())
+    };
+    let comparisons = [
+        (
+            "relay round − direct 2026-07-28 round",
+            p50(m2::RELAY),
+            p50(m2::DIRECT_MODERN),
+        ),
+        (
+            "reverse bridge round − native 2025-11-25 round",
+            p50(m2::REVERSE_BRIDGE),
+            p50(m2::NATIVE),
+        ),
+        (
+            "reverse bridge round − gateway round (default)",
+            p50(m2::REVERSE_BRIDGE),
+            p50(m2::GATEWAY_DEFAULT),
+        ),
+    ];
+    if comparisons
+        .iter()
+        .any(|(_, a, b)| a.is_some() && b.is_some())
+    {
+        out.push_str("| comparison (p50) | value |\n|---|---:|\n");
+        for (what, a, b) in comparisons {
+            if let (Some(a), Some(b)) = (a, b) {
+                let _ = writeln!(out, "| {what} | {:+} µs |", a as i64 - b as i64);
+            }
+        }
+        out.push('\n');
+    }
 }
 
 fn mib(kib: u64) -> String {

@@ -1,11 +1,14 @@
 //! One elicitation exchange, both ways it can be done, plus the small admin-endpoint reads.
 //!
-//! - Through the gateway (2026-07-28): `tools/call elicit` answers `input_required`; the retry
+//! - 2026-07-28 ([`gateway_round`]): `tools/call elicit` answers `input_required`; the retry
 //!   carries `inputResponses` and the echoed `requestState` and gets the result. The two halves
 //!   are separate ([`open_round`], [`finish_round`]) so that rounds can be held in between.
-//! - Natively on the backend (2025-11-25): `tools/call elicit` opens an SSE stream whose first
-//!   event is `elicitation/create`; the answer is POSTed on the same session and the result
-//!   arrives on the stream ([`native_round`]).
+//!   Sent to a gateway (whose round is its own, or the backend's relayed), or to the fast
+//!   backend directly, which answers 2026-07-28 too.
+//! - 2025-11-25 ([`native_round`]): `tools/call elicit` opens an SSE stream whose first event
+//!   is `elicitation/create`; the answer is POSTed on the same session and the result arrives
+//!   on the stream. On the backend directly, or through a gateway whose backend is fixed to
+//!   2026-07-28 (the reverse bridge asks the backend's question that way).
 //!
 //! Each function checks what it gets, so a wrong answer counts as an error.
 
@@ -75,13 +78,14 @@ pub async fn finish_round(client: &HttpClient, uri: &Uri, round: &HeldRound) -> 
     Ok(())
 }
 
-/// The whole exchange through the gateway.
+/// The whole 2026-07-28 exchange at `uri`: a gateway, or the backend directly.
 pub async fn gateway_round(client: &HttpClient, uri: &Uri, id: u64) -> BenchResult<()> {
     let round = open_round(client, uri, id).await?;
     finish_round(client, uri, &round).await
 }
 
-/// The same exchange as a 2025-11-25 client does it, directly on the backend.
+/// The same exchange as a 2025-11-25 client does it on `session`: directly on the backend, or
+/// through a gateway's reverse bridge.
 pub async fn native_round(
     client: &HttpClient,
     uri: &Uri,

@@ -58,6 +58,8 @@ path = "/mcp"
 backend = "fast"
 
 [backend.fast]
+# The fast backend speaks both revisions: fixed to 2025-11-25, the legacy path is what is counted.
+era = "2025-11-25"
 transport = "http"
 url = "http://$backend/mcp"
 TOML

@@ -250,7 +250,7 @@ impl Listens {
         let (exchange, first) = match tokio::time::timeout(wait, opened).await {
             Ok(Ok(opened)) => opened,
             Ok(Err(error)) => {
-                modern.forget_era();
+                modern.failed(&error);
                 return Err(error.into());
             }
             Err(_) => return Err(GatewayError::BackendTimeout(format!("{wait:?}"))),
@@ -334,11 +334,7 @@ fn stream_relayed(
                 // ends with its result, not with their end.
                 biased;
                 _ = drain.cancelled() => {
-                    let result = json!({
-                        "resultType": "complete",
-                        "_meta": { META_SUBSCRIPTION_ID: id },
-                    });
-                    return Some((sse_frame(&jsonrpc::result_response(id, result)), None));
+                    return Some((listen_result(id), None));
                 }
                 event = exchange.next() => match event {
                     Some(Ok(ModernEvent::Notify(notice))) => {
@@ -348,11 +344,7 @@ fn stream_relayed(
                     }
                     // The backend ended the listen: its result, as this listen's.
                     Some(Ok(ModernEvent::Result(_))) => {
-                        let result = json!({
-                            "resultType": "complete",
-                            "_meta": { META_SUBSCRIPTION_ID: id },
-                        });
-                        return Some((sse_frame(&jsonrpc::result_response(id, result)), None));
+                        return Some((listen_result(id), None));
                     }
                     Some(Ok(ModernEvent::Error { error })) => {
                         let error = GatewayError::from_modern_backend(error, Method::SubscriptionsListen.as_str());
@@ -386,6 +378,15 @@ fn stream_relayed(
 struct Held {
     _guard: ListenGuard,
     _place: Place,
+}
+
+/// The `SubscriptionsListenResult` that ends a listen, as its stream's last event.
+fn listen_result(id: Value) -> Bytes {
+    let result = json!({
+        "resultType": "complete",
+        "_meta": { META_SUBSCRIPTION_ID: id },
+    });
+    sse_frame(&jsonrpc::result_response(id, result))
 }
 
 fn tagged(method: &str, params: Option<&Value>, id: &Value) -> Value {
@@ -425,11 +426,7 @@ fn stream_listen(
         loop {
             tokio::select! {
                 _ = drain.cancelled() => {
-                    let result = json!({
-                        "resultType": "complete",
-                        "_meta": { META_SUBSCRIPTION_ID: id },
-                    });
-                    return Some((sse_frame(&jsonrpc::result_response(id, result)), None));
+                    return Some((listen_result(id), None));
                 }
                 change = changes.recv() => match change {
                     // An update of a resource the policy hides (on a path subscribed to) is

@@ -284,15 +284,9 @@ impl Bridge {
         Ok(state)
     }
 
-    /// A backend that could not be reached or ended the request: its era is probed again by
-    /// the next request (it may have restarted as another revision).
+    /// A backend's failure as the client hears it (the backend told of it first).
     fn upstream(&self, backend: &ModernBackend, error: BackendError) -> GatewayError {
-        if matches!(
-            error,
-            BackendError::Connect(_) | BackendError::Closed(_) | BackendError::Spawn(_)
-        ) {
-            backend.forget_era();
-        }
+        backend.failed(&error);
         GatewayError::from(error)
     }
 

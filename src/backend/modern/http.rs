@@ -27,6 +27,8 @@ const MAX_JSON_BODY: usize = 64 * 1024 * 1024;
 
 pub(super) struct ModernHttp {
     client: HttpClient,
+    /// The backend's `headers`, parsed once; each request adds its caller's identity headers.
+    configured: http::HeaderMap,
     url: Uri,
     /// Request ids: each POST is its own exchange, so they only need to differ.
     next_id: AtomicU64,
@@ -45,8 +47,10 @@ impl ModernHttp {
             .unwrap_or_default()
             .parse()
             .map_err(|e| BackendError::Connect(format!("bad url: {e}")))?;
+        let configured = SessionIdentity::none().request_headers(&spec.config.headers)?;
         Ok(Self {
             client,
+            configured,
             url,
             next_id: AtomicU64::new(1),
         })
@@ -70,7 +74,10 @@ impl ModernHttp {
                 });
             }
         }
-        let mut headers = identity.request_headers(&spec.config.headers)?;
+        let mut headers = self.configured.clone();
+        for (name, value) in &identity.headers {
+            headers.insert(name.clone(), value.clone());
+        }
         if let Some(credential) = &identity.credential {
             headers.insert(AUTHORIZATION, (*credential.current()).clone());
         }

@@ -263,6 +263,17 @@ impl ModernBackend {
         self.era.forget();
     }
 
+    /// A request to it failed: one it could not be reached for, or that it ended unanswered
+    /// (it may have restarted as another revision), has the next request probe its era again.
+    pub(crate) fn failed(&self, error: &BackendError) {
+        if matches!(
+            error,
+            BackendError::Connect(_) | BackendError::Closed(_) | BackendError::Spawn(_)
+        ) {
+            self.forget_era();
+        }
+    }
+
     /// Sends one request; its notifications and answer follow on the exchange.
     pub(crate) async fn send(
         &self,

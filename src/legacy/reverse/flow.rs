@@ -107,9 +107,7 @@ impl Inner {
         match tokio::time::timeout(timeout, run).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(error)) => {
-                if matches!(error, BackendError::Connect(_) | BackendError::Closed(_)) {
-                    self.backend.forget_era();
-                }
+                self.backend.failed(&error);
                 Err(JsonRpcError::new(
                     codes::INTERNAL_ERROR,
                     format!("Backend unavailable: {error}"),

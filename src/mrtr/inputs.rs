@@ -80,6 +80,26 @@ fn refuse(code: i64, message: &str, required: Value) -> Gate {
     }
 }
 
+/// A 2026-07-28 backend's round checked against the capabilities declared on *this* client
+/// request: `None` when every input request may reach the client, else the capabilities the
+/// first one that may not needs (`{}` for one that is no input request at all).
+pub(crate) fn undeclared(
+    input_requests: &Map<String, Value>,
+    client_caps: &Value,
+) -> Option<Value> {
+    input_requests.values().find_map(|request| {
+        let method = request
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match gate(method, request.get("params"), client_caps) {
+            Some(Gate::Surface { .. }) => None,
+            Some(Gate::Refuse { required, .. }) => Some(required),
+            None => Some(json!({})),
+        }
+    })
+}
+
 /// Checks a server request against the capabilities declared on *this* client request and
 /// builds the 2026-07-28 form of it (no `_meta`, `task`, `elicitationId`).
 pub fn gate(method: &str, params: Option<&Value>, client_caps: &Value) -> Option<Gate> {
@@ -208,6 +228,29 @@ pub(crate) fn assign_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_backends_round_is_checked_against_this_requests_capabilities() {
+        let round = |requests: Value| requests.as_object().cloned().unwrap_or_default();
+        let elicit = json!({"name": {"method": "elicitation/create",
+            "params": {"message": "m", "requestedSchema": {"type": "object"}}}});
+        let sample = json!({"a": {"method": "sampling/createMessage",
+            "params": {"messages": [], "maxTokens": 1}}});
+        assert_eq!(
+            undeclared(&round(elicit.clone()), &json!({"elicitation": {}})),
+            None
+        );
+        assert_eq!(
+            undeclared(&round(elicit), &json!({"sampling": {}})),
+            Some(json!({"elicitation": {}}))
+        );
+        assert_eq!(
+            undeclared(&round(sample), &json!({"elicitation": {}})),
+            Some(json!({"sampling": {}}))
+        );
+        let not_input = json!({"x": {"method": "tools/call", "params": {}}});
+        assert_eq!(undeclared(&round(not_input), &json!({})), Some(json!({})));
+    }
 
     #[test]
     fn gating_follows_this_requests_capabilities() {

@@ -18,6 +18,7 @@ use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::inputs::undeclared;
 use super::setup::{Caller, Continuation, ForwardedCall};
 use super::state::{now_ms, params_digest, principal_digest, RELAY_STATE_VERSION};
 use super::{Bridge, Event, Outcome, Started};
@@ -60,6 +61,8 @@ struct Flow {
     principal: String,
     method: Method,
     params_digest: String,
+    /// What this request declared: a round may ask for nothing else.
+    client_capabilities: Value,
 }
 
 impl Bridge {
@@ -88,6 +91,11 @@ impl Bridge {
             params_digest: params_digest(method, target.as_deref(), arguments.as_ref()),
             principal: caller.principal,
             method,
+            client_capabilities: if method.is_interruptible() {
+                scope.client_capabilities.clone()
+            } else {
+                Value::Null
+            },
         };
         let (round, answers, backend_state) = match continuation {
             None => (0, Map::new(), None),
@@ -225,6 +233,13 @@ impl Bridge {
         let Ok(Value::Object(mut interim)) = serde_json::from_str::<Value>(result.get()) else {
             return Outcome::Error(GatewayError::Internal("unreadable round".into()));
         };
+        // A question this request did not declare it can answer never reaches its client
+        // (the backend should have answered -32021 itself).
+        if let Some(Value::Object(requests)) = interim.get("inputRequests") {
+            if let Some(required) = undeclared(requests, &flow.client_capabilities) {
+                return Outcome::Error(GatewayError::MissingCapability { required });
+            }
+        }
         let round = round + 1;
         if round > self.config.max_rounds {
             return Outcome::Error(GatewayError::BadState {

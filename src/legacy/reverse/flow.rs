@@ -11,8 +11,9 @@ use tokio::sync::oneshot;
 use super::{Answer, Inner};
 use crate::backend::modern::{ModernEvent, ModernRequest};
 use crate::backend::{BackendError, TransportEvent};
+use crate::error::GatewayError;
 use crate::jsonrpc::{codes, JsonRpcError};
-use crate::mrtr::inputs::{validate_answer, InputKind, PendingInput};
+use crate::mrtr::inputs::{undeclared, validate_answer, InputKind, PendingInput};
 use crate::sync::LockRecovered;
 
 impl Inner {
@@ -127,6 +128,12 @@ impl Inner {
         client_id: &Value,
         requests: &Map<String, Value>,
     ) -> Result<Map<String, Value>, JsonRpcError> {
+        // A question the client did not declare it can answer never reaches it (the backend
+        // should have answered -32021 itself).
+        let declared = self.state.lock_recovered().client_capabilities.clone();
+        if let Some(required) = undeclared(requests, &declared) {
+            return Err(GatewayError::MissingCapability { required }.to_jsonrpc());
+        }
         let mut asked = Vec::with_capacity(requests.len());
         for (key, request) in requests {
             let method = request

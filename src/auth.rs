@@ -52,7 +52,9 @@ fn parse_algorithm(name: &str) -> Option<Algorithm> {
     }
 }
 
-/// Who is calling, as the route's authentication established it.
+/// Who is calling, as the route's authentication established it. Cloned only for the backends
+/// of a route over several (shared parts, no copies).
+#[derive(Clone)]
 pub(crate) struct Identity {
     /// Keys backend sessions and binds every `requestState`.
     pub principal: String,

@@ -164,6 +164,10 @@ pub enum GatewayError {
     ShutDown,
     #[error("Backend timed out: {0}")]
     BackendTimeout(String),
+    /// One backend of a route over several failed its part of a merged answer, and the route
+    /// fails the whole answer (`on_backend_error = "fail"`).
+    #[error("Backend {backend} failed: {reason}")]
+    MemberFailed { backend: String, reason: String },
     /// No place for one more `subscriptions/listen` stream.
     #[error("Too many listens: {0}")]
     ListenLimit(String),
@@ -249,6 +253,14 @@ impl GatewayError {
             }
         };
         Self::Backend(error)
+    }
+
+    /// Whether a backend failed (down, failing, slow), rather than the request.
+    pub fn is_backend_failure(&self) -> bool {
+        matches!(
+            self,
+            Self::Upstream(_) | Self::Pool(_) | Self::BackendTimeout(_) | Self::MemberFailed { .. }
+        )
     }
 
     /// The answer to a 2025-11-25 `initialize`: no such method, and the revisions spoken here.
@@ -372,6 +384,7 @@ impl GatewayError {
             | Self::OwnerNotAnswering(_)
             | Self::ShutDown => StatusCode::SERVICE_UNAVAILABLE,
             Self::BackendTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            Self::MemberFailed { .. } => StatusCode::BAD_GATEWAY,
             Self::Pool(PoolError::PrincipalShare { .. }) => StatusCode::TOO_MANY_REQUESTS,
             Self::Pool(_) | Self::Upstream(_) if self.lower_layer_busy() => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -480,6 +493,10 @@ impl GatewayError {
             Self::ShutDown => JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string()),
             Self::BackendTimeout(m) => {
                 JsonRpcError::new(codes::INTERNAL_ERROR, format!("Backend timed out: {m}"))
+            }
+            Self::MemberFailed { backend, .. } => {
+                JsonRpcError::new(codes::INTERNAL_ERROR, self.to_string())
+                    .with_data(json!({ "backend": backend }))
             }
             Self::Pool(PoolError::PrincipalShare { .. }) => JsonRpcError::new(
                 codes::INTERNAL_ERROR,

@@ -130,7 +130,7 @@ async fn serve(config_path: Option<PathBuf>, listen: Option<std::net::SocketAddr
             "mrtr-gateway: serving http://{}{} -> backend {}",
             running.local_addr(),
             route.path,
-            route.backend
+            route.members().join(", ")
         );
     }
     let gateway = running.gateway().clone();

@@ -45,6 +45,9 @@ pub struct Metrics {
     /// Token exchanges asked for, by backend and outcome (`exchanged`, `cached`, `rejected`,
     /// `unavailable`).
     pub token_exchanges: IntCounterVec,
+    /// On a route over several backends: a backend's part that failed, by route, backend,
+    /// method and what became of the answer (`omitted`, `failed`, `call_failed`).
+    pub member_failures: IntCounterVec,
     /// Audit records written.
     pub audit_records: IntCounter,
     /// Audit records lost: the queue was full, the log closed, or the write failed.
@@ -214,6 +217,15 @@ impl Metrics {
             ),
             &["backend", "kind"],
         ));
+        let member_failures = must(IntCounterVec::new(
+            Opts::new(
+                "mrtr_route_backend_failures_total",
+                "On a route over several backends, a backend that failed its part, by route, \
+                 backend, method and outcome (omitted: left out of a merged answer; failed: the \
+                 merged answer failed; call_failed: a use of one of its items failed).",
+            ),
+            &["route", "backend", "method", "outcome"],
+        ));
         let token_exchanges = must(IntCounterVec::new(
             Opts::new(
                 "mrtr_token_exchanges_total",
@@ -255,6 +267,7 @@ impl Metrics {
             Box::new(connection_closes.clone()),
             Box::new(backend_events_dropped.clone()),
             Box::new(token_exchanges.clone()),
+            Box::new(member_failures.clone()),
             Box::new(audit_records.clone()),
             Box::new(audit_records_dropped.clone()),
         ] {
@@ -285,6 +298,7 @@ impl Metrics {
             legacy_session_ends,
             backend_events_dropped,
             token_exchanges,
+            member_failures,
             audit_records,
             audit_records_dropped,
         }

@@ -7,6 +7,15 @@ use serde::Deserialize;
 /// Revisions the front speaks.
 pub(crate) const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28"];
 
+/// The gateway as an MCP implementation: its `clientInfo` to backends, and its `serverInfo`
+/// where it answers for several backends.
+pub(crate) fn gateway_implementation() -> serde_json::Value {
+    serde_json::json!({
+        "name": "mrtr-gateway",
+        "version": env!("CARGO_PKG_VERSION"),
+    })
+}
+
 /// The revision the gateway asks its backends for.
 pub(crate) const BACKEND_PROTOCOL_VERSION: &str = "2025-11-25";
 

@@ -119,6 +119,30 @@ impl RouteAccess {
         })
     }
 
+    /// The rules of a route over several backends: its scopes and policy, applied to the names
+    /// it exposes. What each backend is told is its own route's ([`Self::for_one_of_many`]).
+    pub(crate) fn for_many(route: &RouteConfig) -> Result<Self, String> {
+        Ok(Self {
+            required_scopes: route.auth.required_scopes().to_vec(),
+            policy: RoutePolicy::compile(&route.policy)?,
+            identity_headers: Vec::new(),
+            identity_env: Vec::new(),
+            exchange: None,
+        })
+    }
+
+    /// One backend's rules on a route over several: what the backend is told about callers.
+    /// The route's policy is not among them: the route decided it already, on exposed names.
+    pub(crate) fn for_one_of_many(
+        route: &RouteConfig,
+        backend: &BackendConfig,
+        exchange: Option<Arc<BackendCredentials>>,
+    ) -> Result<Self, String> {
+        let mut rules = Self::new(route, backend, exchange)?;
+        rules.policy = None;
+        Ok(rules)
+    }
+
     /// Every scope the route's auth and policy name: the metadata's `scopes_supported`.
     pub(crate) fn scopes_supported(&self) -> Vec<String> {
         let mut scopes: Vec<String> = self.required_scopes.clone();
@@ -236,6 +260,12 @@ impl CallerAccess {
                 Err(GatewayError::InsufficientScope { scopes: needed })
             }
         }
+    }
+
+    /// The same caller under one backend's rules on a route over several
+    /// ([`RouteAccess::for_one_of_many`]).
+    pub(crate) fn under(&self, rules: &Arc<RouteAccess>) -> CallerAccess {
+        rules.caller(self.identity.clone())
     }
 
     /// Whether list results are filtered for this caller.

@@ -49,6 +49,10 @@ pub(super) fn drain_timeout() -> Duration {
 
 // [[route]]
 
+pub(super) fn list_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
 pub(super) fn cache_scope() -> CacheScope {
     CacheScope::Private
 }

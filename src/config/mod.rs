@@ -286,8 +286,28 @@ impl CacheScope {
 pub struct RouteConfig {
     /// URL path of the MCP endpoint, e.g. `/mcp`.
     pub path: String,
-    /// Name of a `[backend.NAME]` table.
+    /// Name of a `[backend.NAME]` table; or leave it out and name several in `backends`.
+    #[serde(default)]
     pub backend: String,
+    /// Names of `[backend.NAME]` tables served together at this one endpoint, their tools and
+    /// prompts under names that say which backend serves them (`prefixes`).
+    #[serde(default)]
+    pub backends: Vec<String>,
+    /// With `backends`: the prefix of each backend's tool and prompt names (default: the
+    /// backend's name), followed by `__`.
+    #[serde(default)]
+    pub prefixes: BTreeMap<String, String>,
+    /// With `backends`: resource URIs starting with one of these go to that backend, without
+    /// looking at which backend lists them.
+    #[serde(default)]
+    pub resource_prefixes: BTreeMap<String, String>,
+    /// With `backends`: what a backend that is down or slow does to a merged answer.
+    #[serde(default)]
+    pub on_backend_error: OnBackendError,
+    /// With `backends`: longest one backend may take to answer its part of a merged answer
+    /// (a list, `server/discover`); past it the backend counts as failed.
+    #[serde(default = "defaults::list_timeout", with = "humantime_serde")]
+    pub list_timeout: Duration,
     /// `ttlMs` stamped on cacheable results.
     #[serde(default)]
     pub ttl_ms: u64,
@@ -313,7 +333,40 @@ pub struct RouteConfig {
     pub policy: Vec<PolicyRule>,
 }
 
+/// What a route over several backends does when one of them fails its part of a merged answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OnBackendError {
+    /// The answer leaves the backend out (counted, logged); its own items' uses get an error.
+    #[default]
+    Omit,
+    /// The whole answer is an error naming the backend.
+    Fail,
+}
+
+/// What a route over several backends puts between a backend's prefix and an item's name.
+pub const NAME_SEPARATOR: &str = "__";
+
 impl RouteConfig {
+    /// The backends this endpoint serves, in the order their items are merged.
+    pub fn members(&self) -> &[String] {
+        if self.backends.is_empty() {
+            std::slice::from_ref(&self.backend)
+        } else {
+            &self.backends
+        }
+    }
+
+    /// Whether this endpoint serves several backends together, their names mapped.
+    pub fn is_aggregate(&self) -> bool {
+        !self.backends.is_empty()
+    }
+
+    /// The prefix of a member backend's tool and prompt names.
+    pub fn prefix_of<'a>(&'a self, backend: &'a str) -> &'a str {
+        self.prefixes.get(backend).map_or(backend, String::as_str)
+    }
+
     /// Whether 2025-11-25 clients are served here.
     pub fn serves_legacy(&self) -> bool {
         self.eras.contains(&Era::Legacy)
@@ -530,6 +583,11 @@ impl Config {
             routes: vec![RouteConfig {
                 path: "/mcp".into(),
                 backend: "demo".into(),
+                backends: Vec::new(),
+                prefixes: BTreeMap::new(),
+                resource_prefixes: BTreeMap::new(),
+                on_backend_error: OnBackendError::Omit,
+                list_timeout: defaults::list_timeout(),
                 ttl_ms: 0,
                 cache_scope: defaults::cache_scope(),
                 auth: AuthConfig::None,

@@ -22,7 +22,7 @@ use super::authn::{scope_challenge, Principal};
 use super::listen::Listens;
 use super::reply::Reply;
 use super::request::{Command, McpRequest};
-use super::route::Route;
+use super::route::{Backends, Route};
 use super::translate;
 use crate::access::{denial_reason, CallerAccess};
 use crate::audit::{AuditLog, AuditOutcome, PendingAudit};
@@ -99,7 +99,15 @@ impl Service<Request<McpRequest>> for Dispatch {
 }
 
 impl Dispatch {
-    async fn apply(
+    /// This dispatch for one backend's own route (on a route over several).
+    pub(super) fn for_route(&self, route: Arc<Route>) -> Self {
+        Self {
+            route,
+            ..self.clone()
+        }
+    }
+
+    pub(super) async fn apply(
         &self,
         request: McpRequest,
         caller: Arc<CallerAccess>,
@@ -114,15 +122,18 @@ impl Dispatch {
         } = request;
         match command {
             Command::Discover { scope } => {
+                if let Backends::Many(many) = &route.backends {
+                    return many.discover(self, id, scope, &caller, headers).await;
+                }
                 let identity = caller.session_identity().await?;
-                let modern = route.pool.modern();
-                if modern.era(&identity).await? == ResolvedEra::Modern {
+                let pool = route.pool()?;
+                if pool.modern().era(&identity).await? == ResolvedEra::Modern {
                     return self.relay_discover(id, scope, caller, identity).await;
                 }
                 let init = self
                     .bridge
                     .server_init(
-                        &route.pool,
+                        pool,
                         caller.principal(),
                         identity,
                         &scope.client_capabilities,
@@ -140,7 +151,7 @@ impl Dispatch {
                 client_capabilities,
             } => {
                 let identity = caller.session_identity().await?;
-                if route.pool.modern().era(&identity).await? == ResolvedEra::Modern {
+                if route.pool()?.modern().era(&identity).await? == ResolvedEra::Modern {
                     let listen = (params, client_capabilities);
                     return self
                         .listens
@@ -182,8 +193,24 @@ impl Dispatch {
                     }
                     return Err(refusal);
                 }
-                let answer = self.forward(id, call, caller, headers, rounds_before, &mut audit);
-                let answer = answer.await;
+                let answer = match &route.backends {
+                    Backends::One(_) => {
+                        self.forward(id, call, caller, headers, rounds_before, &mut audit)
+                            .await
+                    }
+                    Backends::Many(many) => {
+                        let forward = many.forward(
+                            self,
+                            id,
+                            call,
+                            caller,
+                            headers,
+                            rounds_before,
+                            &mut audit,
+                        );
+                        Box::pin(forward).await
+                    }
+                };
                 if let (Some(audit), Err(error)) = (audit, &answer) {
                     let reason = super::reply::audit_reason(error);
                     audit.finish(AuditOutcome::Error, rounds_before, Some(reason));
@@ -221,7 +248,7 @@ impl Dispatch {
         )
     }
 
-    async fn forward(
+    pub(super) async fn forward(
         &self,
         id: Value,
         call: ForwardedCall,
@@ -231,19 +258,18 @@ impl Dispatch {
         audit: &mut Option<PendingAudit>,
     ) -> Result<Response<Body>, GatewayError> {
         let identity = caller.session_identity().await?;
-        let modern = self.route.pool.modern();
+        let pool = self.route.pool()?;
+        let modern = pool.modern();
         let relayed = modern.era(&identity).await? == ResolvedEra::Modern;
         // A modern backend over HTTP checks `Mcp-Param-*` against its own schemas (they go on as
         // sent); over stdio it never sees them, so the gateway checks them for it.
-        let backend_checks =
-            relayed && self.route.pool.spec().config.transport == TransportKind::Http;
+        let backend_checks = relayed && pool.spec().config.transport == TransportKind::Http;
         if call.method == Method::ToolsCall && !backend_checks {
-            let route = &self.route;
-            route.tool_headers.check(
+            self.route.tool_headers.check(
                 call.target.as_deref().unwrap_or_default(),
                 call.arguments.as_ref(),
                 headers,
-                route.pool.tools_generation(),
+                pool.tools_generation(),
             )?;
         }
         let mut reply = Reply {
@@ -268,11 +294,10 @@ impl Dispatch {
             });
         }
         let caller = Caller {
-            route: self.route.config.path.clone(),
+            route: self.route.state_scope.clone(),
             principal: caller.principal().to_string(),
             identity,
         };
-        let pool = &self.route.pool;
         let started = if relayed {
             let param_headers = param_headers(headers);
             let relay =
@@ -332,11 +357,11 @@ impl Dispatch {
             relayed: true,
         };
         let caller = Caller {
-            route: self.route.config.path.clone(),
+            route: self.route.state_scope.clone(),
             principal: caller.principal().to_string(),
             identity,
         };
-        let pool = &self.route.pool;
+        let pool = self.route.pool()?;
         let started = self
             .bridge
             .relay(pool.modern(), caller, call, Vec::new(), pool.init_timeout())

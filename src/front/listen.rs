@@ -182,10 +182,11 @@ impl Listens {
         let identity = caller.session_identity().await?;
         let place = self.place(&principal)?;
         // Subscribed before the session starts, so nothing it hears first is missed.
-        let changes = route.pool.changes(&principal);
+        let pool = route.pool()?;
+        let changes = pool.changes(&principal);
         let uris = filter.resource_subscriptions.clone().unwrap_or_default();
-        let guard = route.pool.listen(&principal, identity, &uris);
-        let init = guard.init(route.pool.init_timeout()).await.ok_or_else(|| {
+        let guard = pool.listen(&principal, identity, &uris);
+        let init = guard.init(pool.init_timeout()).await.ok_or_else(|| {
             GatewayError::Upstream(crate::backend::BackendError::Initialize(
                 "the listening session did not start".into(),
             ))
@@ -240,8 +241,9 @@ impl Listens {
             name: None,
             headers: Vec::new(),
         };
-        let modern = route.pool.modern();
-        let wait = route.pool.request_timeout();
+        let pool = route.pool()?;
+        let modern = pool.modern();
+        let wait = pool.request_timeout();
         let opened = async {
             let mut exchange = modern.send(&identity, &request).await?;
             let first = exchange.next().await;

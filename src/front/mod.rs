@@ -27,6 +27,7 @@
 //! [`server`] owns the listeners and start/stop, [`route`] the routes, [`admin`] the ops surface.
 
 mod admin;
+mod aggregate;
 mod authn;
 mod connections;
 mod dispatch;
@@ -96,6 +97,47 @@ fn token_exchanges(
     Ok(exchanges)
 }
 
+/// One backend's own route on a route over several: the backend's pool and what it is told
+/// about callers; its `requestState`s bound to it. It never authenticates: the route over it
+/// did, and decided the route's policy on the names it exposes.
+fn member_route(
+    route: &crate::config::RouteConfig,
+    name: &str,
+    pool: &Arc<Pool>,
+    exchanges: &HashMap<String, Arc<BackendCredentials>>,
+    metrics: &Arc<Metrics>,
+) -> Result<aggregate::Member, StartError> {
+    let failed = |problem: String| StartError::Access {
+        path: format!("{} (backend {name})", route.path),
+        problem,
+    };
+    let exchange = exchanges.get(name).cloned();
+    let access =
+        RouteAccess::for_one_of_many(route, &pool.spec().config, exchange).map_err(failed)?;
+    let auth = Authenticator::new(&crate::config::AuthConfig::None, None)
+        .map_err(|e| failed(e.to_string()))?;
+    let config = crate::config::RouteConfig {
+        backend: name.to_string(),
+        backends: Vec::new(),
+        prefixes: Default::default(),
+        resource_prefixes: Default::default(),
+        ..route.clone()
+    };
+    Ok(aggregate::Member {
+        name: name.to_string(),
+        prefix: format!("{}{}", route.prefix_of(name), crate::config::NAME_SEPARATOR),
+        route: Arc::new(Route {
+            config,
+            backends: route::Backends::One(pool.clone()),
+            state_scope: format!("{}#{name}", route.path),
+            tool_headers: Default::default(),
+            auth,
+            access: Arc::new(access),
+            metrics: metrics.clone(),
+        }),
+    })
+}
+
 /// One route's stack, from the raw HTTP request to its response, shared by every connection.
 /// Each request gets its own clone of the stack (cheap: the layers hold `Arc`s).
 #[derive(Clone)]
@@ -153,12 +195,16 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
         timeout: server.body_read_timeout,
         metrics: route.metrics.clone(),
     };
-    let door = route.config.serves_legacy().then(|| {
+    let pool = match &route.backends {
+        route::Backends::One(pool) if route.config.serves_legacy() => Some(pool),
+        _ => None,
+    };
+    let door = pool.map(|pool| {
         Arc::new(crate::legacy::serve::Door {
             sessions: legacy.clone(),
             endpoint: crate::legacy::serve::Endpoint {
                 path: route.config.path.clone(),
-                pool: route.pool.clone(),
+                pool: pool.clone(),
             },
             fleet: fleet.clone(),
             audit: audit.clone(),
@@ -335,25 +381,52 @@ impl Gateway {
                     source,
                 }
             })?;
-            let Some(pool) = pools.get(route.backend.as_str()) else {
-                continue;
-            };
-            let exchange = exchanges.get(route.backend.as_str()).cloned();
-            let access =
-                RouteAccess::new(route, &pool.spec().config, exchange).map_err(|problem| {
-                    StartError::Access {
+            let route = if route.is_aggregate() {
+                let members = route
+                    .members()
+                    .iter()
+                    .filter_map(|name| {
+                        let pool = pools.get(name.as_str())?;
+                        Some(member_route(route, name, pool, &exchanges, &metrics))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let access =
+                    RouteAccess::for_many(route).map_err(|problem| StartError::Access {
                         path: route.path.clone(),
                         problem,
-                    }
-                })?;
-            let route = Arc::new(Route {
-                config: route.clone(),
-                pool: pool.clone(),
-                tool_headers: Default::default(),
-                auth,
-                access: Arc::new(access),
-                metrics: metrics.clone(),
-            });
+                    })?;
+                let aggregate = aggregate::Aggregate::new(route, members, metrics.clone());
+                Arc::new(Route {
+                    config: route.clone(),
+                    backends: route::Backends::Many(Arc::new(aggregate)),
+                    state_scope: route.path.clone(),
+                    tool_headers: Default::default(),
+                    auth,
+                    access: Arc::new(access),
+                    metrics: metrics.clone(),
+                })
+            } else {
+                let Some(pool) = pools.get(route.backend.as_str()) else {
+                    continue;
+                };
+                let exchange = exchanges.get(route.backend.as_str()).cloned();
+                let access =
+                    RouteAccess::new(route, &pool.spec().config, exchange).map_err(|problem| {
+                        StartError::Access {
+                            path: route.path.clone(),
+                            problem,
+                        }
+                    })?;
+                Arc::new(Route {
+                    config: route.clone(),
+                    backends: route::Backends::One(pool.clone()),
+                    state_scope: route.path.clone(),
+                    tool_headers: Default::default(),
+                    auth,
+                    access: Arc::new(access),
+                    metrics: metrics.clone(),
+                })
+            };
             let stack = route_stack(
                 &route,
                 &Shared {

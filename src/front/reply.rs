@@ -172,11 +172,11 @@ impl Reply {
             Outcome::Final(result) => {
                 // Learned from the backend's whole list: what one caller may see must not
                 // decide which headers another's calls are checked for.
-                if self.method == Method::ToolsList {
+                if let (Method::ToolsList, Ok(pool)) = (self.method, self.route.pool()) {
                     if let Ok(list) = serde_json::from_str::<Value>(result.get()) {
                         self.route
                             .tool_headers
-                            .learn(&list, self.route.pool.tools_generation());
+                            .learn(&list, pool.tools_generation());
                     }
                 }
                 let result = self.visible(result);

@@ -1,11 +1,13 @@
-//! Routes: one MCP endpoint per configured path, the backend pool behind it, and what the
-//! endpoint says about itself as an OAuth protected resource (RFC 9728).
+//! Routes: one MCP endpoint per configured path, the backend pool behind it (or the several
+//! backends it serves together, [`Aggregate`]), and what the endpoint says about itself as an
+//! OAuth protected resource (RFC 9728).
 
 use std::sync::Arc;
 
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
+use super::aggregate::Aggregate;
 use super::param_headers::ToolHeaders;
 use crate::access::RouteAccess;
 use crate::auth::Authenticator;
@@ -18,11 +20,21 @@ use crate::metrics::Metrics;
 /// Where protected resource metadata is served: this prefix, then the route's path.
 pub(crate) const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
+/// What serves a route's requests.
+pub(crate) enum Backends {
+    /// One backend's pool, handed to the bridge, which leases its sessions.
+    One(Arc<Pool>),
+    /// Several backends, each served as a route of its own, their names mapped.
+    Many(Arc<Aggregate>),
+}
+
 /// One MCP endpoint and the backend behind it.
 pub(crate) struct Route {
     pub config: RouteConfig,
-    /// Handed to the bridge, which leases its sessions.
-    pub pool: Arc<Pool>,
+    pub backends: Backends,
+    /// What a `requestState` issued here is bound to: the path; for one backend of a route over
+    /// several, the path and the backend, so that a state answers only its own backend's call.
+    pub state_scope: String,
     /// `x-mcp-header` annotations learned from this route's `tools/list` results.
     pub tool_headers: ToolHeaders,
     pub auth: Authenticator,
@@ -32,9 +44,20 @@ pub(crate) struct Route {
 }
 
 impl Route {
+    /// The pool of a route that serves one backend. A route over several answers through its
+    /// [`Aggregate`], which hands each request to one backend's own route.
+    pub(crate) fn pool(&self) -> Result<&Arc<Pool>, GatewayError> {
+        match &self.backends {
+            Backends::One(pool) => Ok(pool),
+            Backends::Many(_) => Err(GatewayError::Internal(
+                "a route over several backends has no one pool".into(),
+            )),
+        }
+    }
+
     /// The backend's most recent `InitializeResult` (its `serverInfo` stamps every result).
     pub(crate) fn backend_init(&self) -> Option<Arc<Value>> {
-        self.pool.cached_init()
+        self.pool().ok()?.cached_init()
     }
 
     /// This endpoint's URL as a protected resource (RFC 9728).

@@ -194,6 +194,11 @@ mod tests {
         RouteConfig {
             path: "/mcp".into(),
             backend: "b".into(),
+            backends: Vec::new(),
+            prefixes: Default::default(),
+            resource_prefixes: Default::default(),
+            on_backend_error: Default::default(),
+            list_timeout: std::time::Duration::from_secs(5),
             ttl_ms: 5,
             cache_scope: CacheScope::Public,
             auth: Default::default(),

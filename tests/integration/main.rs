@@ -7,6 +7,7 @@
 mod support;
 
 mod admin;
+mod aggregate;
 mod auth;
 mod authz;
 mod cli;

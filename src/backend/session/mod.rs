@@ -163,10 +163,7 @@ impl Session {
         let params = json!({
             "protocolVersion": BACKEND_PROTOCOL_VERSION,
             "capabilities": capabilities,
-            "clientInfo": {
-                "name": "mrtr-gateway",
-                "version": env!("CARGO_PKG_VERSION"),
-            },
+            "clientInfo": crate::protocol::gateway_implementation(),
         });
         let result = match session
             .request("initialize", Some(params), spec.config.init_timeout)

@@ -45,17 +45,18 @@ pub(crate) fn check_identity(
         check_token_exchange(&key, backend)?;
     }
     for (i, route) in routes.iter().enumerate() {
-        let exchanges = backends
-            .get(&route.backend)
-            .is_some_and(|b| b.token_exchange.is_some());
+        let exchanging = route.members().iter().find(|name| {
+            backends
+                .get(name.as_str())
+                .is_some_and(|b| b.token_exchange.is_some())
+        });
         // Only an issuer's token goes to the authorization server: a static token is the
         // gateway's own secret.
-        if exchanges && !matches!(route.auth, AuthConfig::Jwt(_)) {
+        if let Some(backend) = exchanging.filter(|_| !matches!(route.auth, AuthConfig::Jwt(_))) {
             return Err(invalid(
                 format!("route[{i}].auth"),
                 format!(
-                    "backend {} exchanges the caller's token (token_exchange): the route must take JWTs (mode = \"jwt\")",
-                    route.backend
+                    "backend {backend} exchanges the caller's token (token_exchange): the route must take JWTs (mode = \"jwt\")"
                 ),
             ));
         }

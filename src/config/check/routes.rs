@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use super::policy::valid_scope;
 use crate::config::{
     invalid, AuthConfig, BearerToken, Config, ConfigError, JwtConfig, RouteConfig, JWT_ALGORITHMS,
-    MAX_LEEWAY,
+    MAX_LEEWAY, NAME_SEPARATOR,
 };
 
 /// `[[route]]` apart from the details of `auth`: paths, the backend named, and who may reach an
@@ -45,15 +45,125 @@ pub(crate) fn check_routes(config: &Config) -> Result<(), ConfigError> {
                 "must name at least one of \"2026-07-28\" and \"2025-11-25\"",
             ));
         }
-        if !config.backends.contains_key(&route.backend) {
-            return Err(invalid(
-                format!("{key}.backend"),
-                format!("no [backend.{}] is defined", route.backend),
-            ));
-        }
+        check_members(config, &key, route)?;
     }
     Ok(())
 }
+
+/// Characters a tool or prompt name may hold (the specification's tool names).
+fn valid_name_part(part: &str) -> bool {
+    part.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// The backend a route names, or the several it serves together with their names and URI
+/// prefixes.
+fn check_members(config: &Config, key: &str, route: &RouteConfig) -> Result<(), ConfigError> {
+    if route.backend.is_empty() == route.backends.is_empty() {
+        return Err(invalid(key, "needs exactly one of backend and backends"));
+    }
+    let named = if route.is_aggregate() {
+        "backends"
+    } else {
+        "backend"
+    };
+    let mut seen = HashSet::new();
+    for name in route.members() {
+        if !config.backends.contains_key(name) {
+            return Err(invalid(
+                format!("{key}.{named}"),
+                format!("no [backend.{name}] is defined"),
+            ));
+        }
+        if !seen.insert(name.as_str()) {
+            return Err(invalid(
+                format!("{key}.backends"),
+                format!("\"{name}\" is named twice"),
+            ));
+        }
+    }
+    if !route.is_aggregate() {
+        let extra = [
+            ("prefixes", route.prefixes.is_empty()),
+            ("resource_prefixes", route.resource_prefixes.is_empty()),
+        ];
+        if let Some((field, _)) = extra.iter().find(|(_, empty)| !empty) {
+            return Err(invalid(
+                format!("{key}.{field}"),
+                "applies to a route over several backends (backends = [...])",
+            ));
+        }
+        return Ok(());
+    }
+    for table in [&route.prefixes, &route.resource_prefixes] {
+        if let Some(unknown) = table.keys().find(|name| !seen.contains(name.as_str())) {
+            let field = if std::ptr::eq(table, &route.prefixes) {
+                "prefixes"
+            } else {
+                "resource_prefixes"
+            };
+            return Err(invalid(
+                format!("{key}.{field}.{unknown}"),
+                "is not one of the route's backends",
+            ));
+        }
+    }
+    // Every exposed name is `prefix__name`: prefixes without the separator, distinct, make
+    // every name distinct, whatever the backends list.
+    let mut prefixes = HashSet::new();
+    for name in route.members() {
+        let prefix = route.prefix_of(name);
+        let field = format!("{key}.prefixes.{name}");
+        if prefix.is_empty() || !valid_name_part(prefix) || prefix.contains(NAME_SEPARATOR) {
+            return Err(invalid(
+                field,
+                format!(
+                    "\"{prefix}\" must be letters, digits, '_', '-' or '.', without \"{NAME_SEPARATOR}\""
+                ),
+            ));
+        }
+        if prefix.len() > MAX_PREFIX_LEN {
+            return Err(invalid(
+                field,
+                format!("must be at most {MAX_PREFIX_LEN} characters"),
+            ));
+        }
+        if !prefixes.insert(prefix) {
+            return Err(invalid(
+                field,
+                format!("\"{prefix}\" is the prefix of another backend too"),
+            ));
+        }
+    }
+    let mut uri_prefixes: Vec<(&str, &str)> = Vec::new();
+    for (name, uri_prefix) in &route.resource_prefixes {
+        let field = format!("{key}.resource_prefixes.{name}");
+        if uri_prefix.is_empty() {
+            return Err(invalid(field, "must not be empty"));
+        }
+        if let Some((other, _)) = uri_prefixes
+            .iter()
+            .find(|(_, p)| p.starts_with(uri_prefix.as_str()) || uri_prefix.starts_with(p))
+        {
+            return Err(invalid(
+                field,
+                format!("overlaps backend {other}'s: a URI could go to either"),
+            ));
+        }
+        uri_prefixes.push((name, uri_prefix));
+    }
+    if route.list_timeout.is_zero() {
+        return Err(invalid(
+            format!("{key}.list_timeout"),
+            "must be more than 0",
+        ));
+    }
+    Ok(())
+}
+
+/// Longest prefix: with the separator it leaves most of the specification's 128 characters
+/// of a tool name to the backend's own.
+const MAX_PREFIX_LEN: usize = 32;
 
 /// `route[i].auth` of every route: bearer tokens and JWT settings.
 pub(crate) fn check_auth(routes: &[RouteConfig]) -> Result<(), ConfigError> {

@@ -1,0 +1,499 @@
+//! Merged answers of a route over several backends: every backend is asked at once, each
+//! within `list_timeout`, and what they answered is put together in the order of `backends`.
+//!
+//! - Lists: one page of each backend still to ask, names exposed; the `nextCursor` is opaque
+//!   to the client and names, for each backend with more, its own cursor. Hints are the
+//!   strictest a backend gave (the shortest `ttlMs`; `private` if any part is).
+//! - `server/discover`: the union of the capabilities, each backend's instructions labelled,
+//!   the gateway's own `serverInfo`.
+//!
+//! A backend that fails its part (an error, no answer in time) is left out and counted
+//! (`on_backend_error = "omit"`), or fails the answer (`"fail"`). When none answered, the
+//! first failure is the answer.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use bytes::Bytes;
+use futures_util::future::join_all;
+use http::{HeaderMap, Response, StatusCode};
+use http_body_util::BodyExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::names::{self, expose_items, instructions_of};
+use super::{Aggregate, Member};
+use crate::access::CallerAccess;
+use crate::config::OnBackendError;
+use crate::error::GatewayError;
+use crate::front::dispatch::Dispatch;
+use crate::front::request::{Command, McpRequest};
+use crate::front::translate;
+use crate::http_serve::{json_response, labeled, Body};
+use crate::jsonrpc::{self, raw, JsonRpcError};
+use crate::mrtr::{ForwardedCall, RequestScope};
+use crate::protocol::{gateway_implementation, Method, SUPPORTED_VERSIONS};
+
+/// Pages of one backend's resources read to find which backend a URI belongs to.
+const MAX_LEARN_PAGES: usize = 10;
+
+/// The largest cursor taken: a few backends' own cursors.
+const MAX_CURSOR_LEN: usize = 64 * 1024;
+
+/// Where a merged list goes on: the backends with more, each with its own cursor (`None`: its
+/// first page).
+#[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Cursor {
+    #[serde(rename = "p")]
+    pending: Vec<(String, Option<String>)>,
+}
+
+impl Cursor {
+    fn encode(&self) -> String {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    fn decode(text: &str) -> Option<Self> {
+        if text.len() > MAX_CURSOR_LEN {
+            return None;
+        }
+        let json = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(text)
+            .ok()?;
+        serde_json::from_slice::<Self>(&json)
+            .ok()
+            .filter(|c| !c.pending.is_empty())
+    }
+}
+
+/// One backend's part of a merged answer.
+type Part = Result<Map<String, Value>, GatewayError>;
+
+/// A part that answered, by the backend's index.
+type Answered = (usize, Map<String, Value>);
+
+impl Aggregate {
+    /// A merged page of `tools/list`, `prompts/list`, `resources/list` or
+    /// `resources/templates/list`, what the caller may not see left out.
+    pub(super) async fn list(
+        &self,
+        outer: &Dispatch,
+        id: Value,
+        call: ForwardedCall,
+        caller: &Arc<CallerAccess>,
+        headers: &HeaderMap,
+    ) -> Result<Response<Body>, GatewayError> {
+        let method = call.method;
+        let key = names::items_key(method)
+            .ok_or_else(|| GatewayError::method_not_found(method.as_str()))?;
+        let pending = self.pending(&call)?;
+        let asked = pending.iter().map(|(i, cursor)| {
+            let mut params = call.params.clone();
+            match cursor {
+                Some(cursor) => params.insert("cursor".into(), json!(cursor)),
+                None => params.remove("cursor"),
+            };
+            let request = ForwardedCall {
+                method,
+                target: None,
+                arguments: None,
+                params,
+                continuation: None,
+                scope: call.scope.clone(),
+                trace_headers: call.trace_headers.clone(),
+            };
+            self.part(
+                outer,
+                &self.members[*i],
+                Command::Forward(request),
+                caller,
+                headers,
+            )
+        });
+        let parts = join_all(asked).await;
+        let mut items = Vec::new();
+        let mut next = Cursor::default();
+        let mut hints = Hints::default();
+        let parts = pending.iter().map(|(i, _)| *i).zip(parts);
+        for (i, mut result) in self.answered(method, parts)? {
+            let member = &self.members[i];
+            if let Some(Value::Array(mut page)) = result.remove(key) {
+                self.resources.learn(i, key, &page);
+                expose_items(method, &member.prefix, &mut page);
+                items.append(&mut page);
+            }
+            if let Some(Value::String(cursor)) = result.get("nextCursor") {
+                next.pending
+                    .push((member.name.clone(), Some(cursor.clone())));
+            }
+            hints.add(&result);
+        }
+        let mut merged = Map::new();
+        merged.insert(key.into(), Value::Array(items));
+        if !next.pending.is_empty() {
+            merged.insert("nextCursor".into(), json!(next.encode()));
+        }
+        caller.filter_list(method, &mut merged);
+        let config = &outer.route.config;
+        let stamped = translate::stamp_result(
+            method,
+            &raw(&Value::Object(merged)),
+            config,
+            Some(&gateway_implementation()),
+            false,
+        );
+        let mut stamped = stamped;
+        hints.apply(&mut stamped);
+        Ok(labeled(
+            json_response(StatusCode::OK, &jsonrpc::result_message(&id, stamped)),
+            method,
+            "ok",
+        ))
+    }
+
+    /// The backends a list request asks, by index, with their cursors.
+    fn pending(&self, call: &ForwardedCall) -> Result<Vec<(usize, Option<String>)>, GatewayError> {
+        let cursor = match call.params.get("cursor") {
+            None | Some(Value::Null) => {
+                return Ok((0..self.members.len()).map(|i| (i, None)).collect());
+            }
+            Some(Value::String(cursor)) => cursor,
+            Some(_) => return Err(GatewayError::invalid_params("cursor must be a string")),
+        };
+        let invalid = || GatewayError::invalid_params("Invalid cursor");
+        let cursor = Cursor::decode(cursor).ok_or_else(invalid)?;
+        cursor
+            .pending
+            .into_iter()
+            .map(|(name, cursor)| {
+                let i = self.members.iter().position(|m| m.name == name);
+                Ok((i.ok_or_else(invalid)?, cursor))
+            })
+            .collect()
+    }
+
+    /// Lists every backend's resources and templates (a bounded number of pages each), to
+    /// learn which backend a URI belongs to.
+    pub(super) async fn learn_resources(
+        &self,
+        outer: &Dispatch,
+        caller: &Arc<CallerAccess>,
+        headers: &HeaderMap,
+    ) {
+        let learn = |i: usize, method: Method| async move {
+            let member = &self.members[i];
+            let key = names::items_key(method).unwrap_or_default();
+            let mut cursor: Option<String> = None;
+            for _ in 0..MAX_LEARN_PAGES {
+                let mut params = Map::new();
+                if let Some(cursor) = cursor.take() {
+                    params.insert("cursor".into(), Value::String(cursor));
+                }
+                let request = ForwardedCall {
+                    method,
+                    target: None,
+                    arguments: None,
+                    params,
+                    continuation: None,
+                    scope: RequestScope::default(),
+                    trace_headers: Vec::new(),
+                };
+                let part = self.part(outer, member, Command::Forward(request), caller, headers);
+                let Ok(result) = part.await else {
+                    return;
+                };
+                if let Some(Value::Array(items)) = result.get(key) {
+                    self.resources.learn(i, key, items);
+                }
+                match result.get("nextCursor") {
+                    Some(Value::String(next)) => cursor = Some(next.clone()),
+                    _ => return,
+                }
+            }
+        };
+        let asked = (0..self.members.len()).flat_map(|i| {
+            [
+                learn(i, Method::ResourcesList),
+                learn(i, Method::ResourcesTemplatesList),
+            ]
+        });
+        join_all(asked).await;
+    }
+
+    /// `server/discover`: the backends' capabilities together, their instructions labelled.
+    pub(in crate::front) async fn discover(
+        &self,
+        outer: &Dispatch,
+        id: Value,
+        scope: RequestScope,
+        caller: &Arc<CallerAccess>,
+        headers: &HeaderMap,
+    ) -> Result<Response<Body>, GatewayError> {
+        let asked = self.members.iter().map(|member| {
+            let command = Command::Discover {
+                scope: scope.clone(),
+            };
+            self.part(outer, member, command, caller, headers)
+        });
+        let parts = join_all(asked).await;
+        let mut capabilities = Map::new();
+        let mut instructions = Vec::new();
+        for (i, result) in self.answered(Method::Discover, parts.into_iter().enumerate())? {
+            if let Some(Value::Object(offered)) = result.get("capabilities") {
+                union(&mut capabilities, offered);
+            }
+            if let Some(text) = instructions_of(&result) {
+                let prefix = self.members[i]
+                    .prefix
+                    .trim_end_matches(crate::config::NAME_SEPARATOR);
+                instructions.push((prefix.to_string(), text.to_string()));
+            }
+        }
+        let mut result = Map::new();
+        result.insert("supportedVersions".into(), json!(SUPPORTED_VERSIONS));
+        result.insert("capabilities".into(), Value::Object(capabilities));
+        if let Some(text) = names::labelled_instructions(&instructions) {
+            result.insert("instructions".into(), Value::String(text));
+        }
+        let stamped = translate::stamp_result(
+            Method::Discover,
+            &raw(&Value::Object(result)),
+            &outer.route.config,
+            Some(&gateway_implementation()),
+            false,
+        );
+        Ok(labeled(
+            json_response(StatusCode::OK, &jsonrpc::result_message(&id, stamped)),
+            Method::Discover,
+            "ok",
+        ))
+    }
+
+    /// The parts that answered, by backend index; a failed part is left out (counted and
+    /// logged) or fails the whole, as the route says. None answering is the first failure.
+    fn answered(
+        &self,
+        method: Method,
+        parts: impl Iterator<Item = (usize, Part)>,
+    ) -> Result<Vec<Answered>, GatewayError> {
+        let mut answered = Vec::new();
+        let mut first_failure = None;
+        for (i, part) in parts {
+            let member = &self.members[i];
+            match part {
+                Ok(result) => answered.push((i, result)),
+                Err(error) => {
+                    let failed = GatewayError::MemberFailed {
+                        backend: member.name.clone(),
+                        reason: error.to_string(),
+                    };
+                    if self.on_error == OnBackendError::Fail {
+                        self.count_failure(member, method, "failed", &error);
+                        return Err(failed);
+                    }
+                    self.count_failure(member, method, "omitted", &error);
+                    first_failure.get_or_insert(failed);
+                }
+            }
+        }
+        match first_failure {
+            Some(failure) if answered.is_empty() => Err(failure),
+            _ => Ok(answered),
+        }
+    }
+
+    /// One backend's part: the request applied by its own route, within `list_timeout`, and
+    /// its result read.
+    async fn part(
+        &self,
+        outer: &Dispatch,
+        member: &Member,
+        command: Command,
+        caller: &Arc<CallerAccess>,
+        headers: &HeaderMap,
+    ) -> Part {
+        let request = McpRequest {
+            id: json!(0),
+            command,
+            caller_trace: Vec::new(),
+            body: Bytes::new(),
+        };
+        let member_caller = Arc::new(caller.under(&member.route.access));
+        let dispatch = outer.for_route(member.route.clone());
+        let answer = async {
+            let response = dispatch.apply(request, member_caller, headers).await?;
+            result_of(response).await
+        };
+        match tokio::time::timeout(self.list_timeout, answer).await {
+            Ok(part) => part,
+            Err(_) => Err(GatewayError::BackendTimeout(format!(
+                "no answer within {:?}",
+                self.list_timeout
+            ))),
+        }
+    }
+}
+
+/// The result of a response a route wrote (a JSON body, or an SSE stream whose last message is
+/// the answer); an error answer as the error.
+async fn result_of(response: Response<Body>) -> Part {
+    let stream = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| GatewayError::Internal(format!("reading a backend's part: {e}")))?
+        .to_bytes();
+    let message: Option<Value> = if stream {
+        let text = String::from_utf8_lossy(&body);
+        text.split("\n\n")
+            .filter_map(|event| {
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|line| line.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect();
+                serde_json::from_str::<Value>(&data.join("\n")).ok()
+            })
+            .filter(|m| m.get("result").is_some() || m.get("error").is_some())
+            .last()
+    } else {
+        serde_json::from_slice(&body).ok()
+    };
+    let Some(mut message) = message else {
+        return Err(GatewayError::Internal(
+            "a backend's part had no answer".into(),
+        ));
+    };
+    if let Some(Value::Object(result)) = message.get_mut("result").map(Value::take) {
+        return Ok(result);
+    }
+    let error = message
+        .get_mut("error")
+        .map(Value::take)
+        .and_then(|e| serde_json::from_value::<JsonRpcError>(e).ok())
+        .unwrap_or_else(|| JsonRpcError::new(crate::jsonrpc::codes::INTERNAL_ERROR, "no result"));
+    Err(GatewayError::Backend(error))
+}
+
+/// Capabilities put together: objects merged, a flag on where any backend has it on.
+fn union(into: &mut Map<String, Value>, offered: &Map<String, Value>) {
+    for (key, value) in offered {
+        match (into.get_mut(key), value) {
+            (Some(Value::Object(have)), Value::Object(more)) => union(have, more),
+            (Some(Value::Bool(have)), Value::Bool(more)) => *have |= *more,
+            (Some(_), _) => {}
+            (None, value) => {
+                into.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// The cache hints of a merged list: the strictest any part gave.
+#[derive(Default)]
+struct Hints {
+    ttl_ms: Option<u64>,
+    private: bool,
+}
+
+impl Hints {
+    fn add(&mut self, result: &Map<String, Value>) {
+        if let Some(ttl) = result.get("ttlMs").and_then(Value::as_u64) {
+            self.ttl_ms = Some(self.ttl_ms.map_or(ttl, |have| have.min(ttl)));
+        }
+        if result.get("cacheScope").and_then(Value::as_str) == Some("private") {
+            self.private = true;
+        }
+    }
+
+    fn apply(&self, result: &mut crate::jsonrpc::RawObject) {
+        if let Some(ttl) = self.ttl_ms {
+            if let Ok(raw) = serde_json::value::to_raw_value(&ttl) {
+                let strictest = match result
+                    .get("ttlMs")
+                    .and_then(|v| v.get().parse::<u64>().ok())
+                {
+                    Some(have) if have < ttl => None,
+                    _ => Some(raw),
+                };
+                if let Some(raw) = strictest {
+                    result.insert("ttlMs".into(), raw);
+                }
+            }
+        }
+        if self.private {
+            if let Ok(raw) = serde_json::value::to_raw_value("private") {
+                result.insert("cacheScope".into(), raw);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_names_each_backend_with_more() {
+        let cursor = Cursor {
+            pending: vec![
+                ("files".into(), Some("c1".into())),
+                ("tickets".into(), None),
+            ],
+        };
+        let text = cursor.encode();
+        assert_eq!(Cursor::decode(&text), Some(cursor));
+        assert_eq!(Cursor::decode("not base64!"), None);
+        assert_eq!(Cursor::decode(&Cursor::default().encode()), None);
+        assert_eq!(Cursor::decode(&"A".repeat(MAX_CURSOR_LEN + 1)), None);
+    }
+
+    #[test]
+    fn capabilities_are_united() {
+        let mut into = Map::new();
+        union(
+            &mut into,
+            json!({"tools": {"listChanged": false}, "logging": {}})
+                .as_object()
+                .unwrap(),
+        );
+        union(
+            &mut into,
+            json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}})
+                .as_object()
+                .unwrap(),
+        );
+        assert_eq!(
+            Value::Object(into),
+            json!({"tools": {"listChanged": true}, "logging": {}, "resources": {"subscribe": true}})
+        );
+    }
+
+    #[test]
+    fn hints_are_the_strictest() {
+        let mut hints = Hints::default();
+        hints.add(
+            json!({"ttlMs": 500, "cacheScope": "public"})
+                .as_object()
+                .unwrap(),
+        );
+        hints.add(
+            json!({"ttlMs": 100, "cacheScope": "private"})
+                .as_object()
+                .unwrap(),
+        );
+        let mut result = crate::jsonrpc::RawObject::new();
+        result.insert(
+            "ttlMs".into(),
+            serde_json::value::to_raw_value(&1000).unwrap(),
+        );
+        hints.apply(&mut result);
+        assert_eq!(result["ttlMs"].get(), "100");
+        assert_eq!(result["cacheScope"].get(), "\"private\"");
+    }
+}

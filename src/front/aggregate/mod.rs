@@ -1,0 +1,216 @@
+//! A route over several backends (`backends = [...]`): one endpoint whose tools and prompts are
+//! every backend's, each under `PREFIX__NAME` ([`names`]), whose resources keep their URIs and
+//! go to the backend that lists them ([`resources`]), and whose lists and `server/discover`
+//! are the backends' merged ([`merge`]).
+//!
+//! Each backend is served as a route of its own ([`Member`]: its pool, what it is told about
+//! callers, the relay or the bridge, its `requestState` bound to it): a use of one item is
+//! renamed and handed to that backend's route, so rounds, retries, the fleet's forwarding,
+//! cancellation and progress are a one-backend route's. The route's policy and audit run before,
+//! on the names the route exposes (`Dispatch::apply`).
+
+mod merge;
+mod names;
+mod resources;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, Response};
+use serde_json::Value;
+
+use self::resources::Resources;
+use super::dispatch::Dispatch;
+use super::route::Route;
+use crate::access::CallerAccess;
+use crate::audit::PendingAudit;
+use crate::config::{OnBackendError, RouteConfig, NAME_SEPARATOR};
+use crate::error::GatewayError;
+use crate::http_serve::Body;
+use crate::metrics::Metrics;
+use crate::mrtr::ForwardedCall;
+use crate::protocol::{Era, Method};
+
+/// One backend of a route over several, served as a route of its own.
+pub(crate) struct Member {
+    /// The backend's name (`[backend.NAME]`).
+    pub name: String,
+    /// What its tool and prompt names start with: its prefix and the separator.
+    pub prefix: String,
+    /// The backend's own route: its pool, its rules for what it is told about callers.
+    pub route: Arc<Route>,
+}
+
+/// The backends of a route over several, and what routes a request to one of them.
+pub(crate) struct Aggregate {
+    members: Vec<Member>,
+    /// A tool's or prompt's prefix (without the separator) to its backend.
+    by_prefix: HashMap<String, usize>,
+    resources: Resources,
+    on_error: OnBackendError,
+    /// Longest one backend may take over its part of a merged answer.
+    list_timeout: Duration,
+    path: String,
+    metrics: Arc<Metrics>,
+}
+
+impl Aggregate {
+    pub(crate) fn new(config: &RouteConfig, members: Vec<Member>, metrics: Arc<Metrics>) -> Self {
+        let by_prefix = members
+            .iter()
+            .enumerate()
+            .map(|(i, member)| (config.prefix_of(&member.name).to_string(), i))
+            .collect();
+        let configured = config
+            .resource_prefixes
+            .iter()
+            .filter_map(|(name, prefix)| {
+                let i = members.iter().position(|m| &m.name == name)?;
+                Some((prefix.clone(), i))
+            })
+            .collect();
+        Self {
+            members,
+            by_prefix,
+            resources: Resources::new(configured),
+            on_error: config.on_backend_error,
+            list_timeout: config.list_timeout,
+            path: config.path.clone(),
+            metrics,
+        }
+    }
+
+    /// The backend serving an exposed tool or prompt name, and the name it knows.
+    fn named<'a>(&self, exposed: &'a str) -> Option<(&Member, &'a str)> {
+        let (prefix, original) = exposed.split_once(NAME_SEPARATOR)?;
+        let member = &self.members[*self.by_prefix.get(prefix)?];
+        (!original.is_empty()).then_some((member, original))
+    }
+
+    /// A use of one item (a call, a prompt, a resource read, a completion), renamed and handed
+    /// to the backend that serves it; lists are merged. The route's policy allowed it already.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn forward(
+        &self,
+        outer: &Dispatch,
+        id: Value,
+        mut call: ForwardedCall,
+        caller: Arc<CallerAccess>,
+        headers: &HeaderMap,
+        rounds_before: u32,
+        audit: &mut Option<PendingAudit>,
+    ) -> Result<Response<Body>, GatewayError> {
+        if call.method.is_list() {
+            return self.list(outer, id, call, &caller, headers).await;
+        }
+        let member = match call.method {
+            Method::ToolsCall | Method::PromptsGet => {
+                let exposed = call.target.clone().unwrap_or_default();
+                let Some((member, original)) = self.named(&exposed) else {
+                    return Err(GatewayError::unknown_item(
+                        call.method,
+                        &exposed,
+                        Era::Modern,
+                    ));
+                };
+                names::rename_target(&mut call, original);
+                member
+            }
+            Method::ResourcesRead => {
+                let uri = call.target.clone().unwrap_or_default();
+                self.owner_of(outer, &uri, &caller, headers).await?
+            }
+            Method::CompletionComplete => {
+                self.completion_owner(outer, &mut call, &caller, headers)
+                    .await?
+            }
+            _ => return Err(GatewayError::method_not_found(call.method.as_str())),
+        };
+        let method = call.method;
+        let member_caller = Arc::new(caller.under(&member.route.access));
+        let answer = outer
+            .for_route(member.route.clone())
+            .forward(id, call, member_caller, headers, rounds_before, audit)
+            .await;
+        if let Err(error) = &answer {
+            if error.is_backend_failure() {
+                self.count_failure(member, method, "call_failed", error);
+            }
+        }
+        answer
+    }
+
+    /// The backend a resource URI belongs to: configured by prefix, or learned from the
+    /// backends' lists (listed again once if the URI is new to this replica).
+    async fn owner_of(
+        &self,
+        outer: &Dispatch,
+        uri: &str,
+        caller: &Arc<CallerAccess>,
+        headers: &HeaderMap,
+    ) -> Result<&Member, GatewayError> {
+        if let Some(i) = self.resources.owner(uri) {
+            return Ok(&self.members[i]);
+        }
+        self.learn_resources(outer, caller, headers).await;
+        match self.resources.owner(uri) {
+            Some(i) => Ok(&self.members[i]),
+            None => Err(GatewayError::unknown_item(
+                Method::ResourcesRead,
+                uri,
+                Era::Modern,
+            )),
+        }
+    }
+
+    /// `completion/complete`: a prompt's by its exposed name (renamed), a resource template's by
+    /// its URI.
+    async fn completion_owner(
+        &self,
+        outer: &Dispatch,
+        call: &mut ForwardedCall,
+        caller: &Arc<CallerAccess>,
+        headers: &HeaderMap,
+    ) -> Result<&Member, GatewayError> {
+        let reference = call.params.get("ref").cloned().unwrap_or(Value::Null);
+        let text = |key: &str| reference.get(key).and_then(Value::as_str).map(String::from);
+        match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let exposed = text("name").unwrap_or_default();
+                let Some((member, original)) = self.named(&exposed) else {
+                    return Err(GatewayError::unknown_item(
+                        Method::PromptsGet,
+                        &exposed,
+                        Era::Modern,
+                    ));
+                };
+                names::rename_completion_prompt(call, original);
+                Ok(member)
+            }
+            Some("ref/resource") => {
+                let uri = text("uri").unwrap_or_default();
+                self.owner_of(outer, &uri, caller, headers).await
+            }
+            _ => Err(GatewayError::invalid_params(
+                "ref must be a ref/prompt with a name or a ref/resource with a uri",
+            )),
+        }
+    }
+
+    /// A backend's failed part: counted and logged.
+    fn count_failure(&self, member: &Member, method: Method, outcome: &str, error: &GatewayError) {
+        self.metrics
+            .member_failures
+            .with_label_values(&[&self.path, &member.name, method.as_str(), outcome])
+            .inc();
+        tracing::warn!(
+            route = %self.path,
+            backend = %member.name,
+            method = method.as_str(),
+            outcome,
+            error = %error,
+            "a backend of the route failed its part"
+        );
+    }
+}

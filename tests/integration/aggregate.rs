@@ -1,0 +1,354 @@
+//! One endpoint over several backends (`backends = [...]`): the legacy test backend (2025-11-25)
+//! and the 2026-07-28 one behind one route, with prefixes `old` and `new`:
+//! - a 2026-07-28 client (rmcp, pinned) sees both backends' tools and prompts under their
+//!   prefixes (both `echo`s callable), their resources by URI, and calls each with its rounds;
+//! - `server/discover` is the union, with the gateway's own `serverInfo` and each backend's
+//!   instructions labelled;
+//! - unknown names, a cursor that is not the gateway's, and a retry whose state another
+//!   backend's call issued are refused before any backend hears them;
+//! - a backend that is down is left out of lists (counted) or fails them
+//!   (`on_backend_error = "fail"`), and its own tools get a clear error;
+//! - the route's policy sees the exposed names.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use mrtr_gateway::config::{BackendEra, Config, Effect, OnBackendError, PolicyRule, TransportKind};
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+use serde_json::{json, Value};
+
+use crate::support::gateway::{example_path, Backend, Harness, TestConfig, MODERN_FIXTURE};
+use crate::support::modern_client::{connect_in_time, modern_request, post_raw, ModernClient};
+use crate::support::rpc::{
+    all_caps, assert_rpc_error, input_required, key_of, no_caps, result_text, tool_call,
+};
+
+/// The route over the legacy backend (`old__`) and a 2026-07-28 one (`new__`), both over stdio.
+fn two_eras(config: &mut Config) {
+    let mut modern = config.legacy().clone();
+    modern.command = Some(example_path(MODERN_FIXTURE).display().to_string());
+    modern.args = vec!["--stdio".into()];
+    modern.env = BTreeMap::new();
+    modern.era = BackendEra::Modern;
+    config.backends.insert("modern".into(), modern);
+    let route = config.mcp_route();
+    route.backend = String::new();
+    route.backends = vec!["legacy".into(), "modern".into()];
+    route.prefixes = BTreeMap::from([
+        ("legacy".into(), "old".into()),
+        ("modern".into(), "new".into()),
+    ]);
+}
+
+/// A third backend that nothing serves: an HTTP URL on a closed loopback port.
+fn with_dead_backend(config: &mut Config, on_error: OnBackendError) {
+    two_eras(config);
+    let mut dead = config.legacy().clone();
+    dead.transport = TransportKind::Http;
+    dead.command = None;
+    dead.args = Vec::new();
+    dead.url = Some("http://127.0.0.1:9/mcp".into());
+    dead.init_timeout = Duration::from_secs(2);
+    config.backends.insert("dead".into(), dead);
+    let route = config.mcp_route();
+    route.backends.push("dead".into());
+    route.on_backend_error = on_error;
+    route.list_timeout = Duration::from_secs(3);
+}
+
+/// Every tool of the route, its pages followed by raw requests (at most 20 pages).
+async fn all_tools(url: &str) -> Vec<Value> {
+    let mut tools = Vec::new();
+    let mut params = json!({});
+    for _ in 0..20 {
+        let page = post_raw(url, &modern_request(1, "tools/list", params, &no_caps())).await;
+        let result = page
+            .result()
+            .unwrap_or_else(|| panic!("{}", page.body))
+            .clone();
+        tools.extend(result["tools"].as_array().cloned().unwrap_or_default());
+        match result.get("nextCursor") {
+            Some(cursor) => params = json!({ "cursor": cursor }),
+            None => return tools,
+        }
+    }
+    panic!("more than 20 pages of tools");
+}
+
+async fn text_of<H: rmcp::ClientHandler>(
+    client: &ModernClient<H>,
+    name: &str,
+    args: Value,
+) -> String {
+    let params = CallToolRequestParams::new(name.to_string())
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    let result = tokio::time::timeout(Duration::from_secs(20), client.call_tool(params))
+        .await
+        .unwrap_or_else(|_| panic!("{name} answered in time"))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    result.content[0].as_text().expect("text").text.clone()
+}
+
+#[tokio::test]
+async fn one_route_serves_both_eras_of_backend_under_their_prefixes() {
+    let harness = Harness::start_with(Backend::Stdio, two_eras).await;
+    let accept = |content: Value| {
+        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(content)
+    };
+    let handler = crate::support::modern_client::TestClientHandler::builder()
+        .elicitation_form()
+        .elicit_replies(vec![
+            accept(json!({"name": "Ada"})),
+            accept(json!({"name": "Bob"})),
+        ])
+        .build();
+    let client = connect_in_time(&harness.url, handler).await;
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for name in ["old__echo", "new__echo", "old__ask_name", "new__ask_name"] {
+        assert!(names.contains(&name), "{name} listed: {names:?}");
+    }
+    assert!(names
+        .iter()
+        .all(|n| n.starts_with("old__") || n.starts_with("new__")));
+
+    // Both `echo`s are callable, each reaching its own backend under its own name.
+    assert_eq!(
+        text_of(&client, "old__echo", json!({"text": "one"})).await,
+        "one"
+    );
+    assert_eq!(
+        text_of(&client, "new__echo", json!({"text": "two"})).await,
+        "two"
+    );
+    let legacy_calls = harness.backend_messages();
+    assert!(legacy_calls
+        .iter()
+        .any(|m| m["method"] == "tools/call" && m["params"]["name"] == "echo"));
+    assert!(!legacy_calls
+        .iter()
+        .any(|m| m["params"]["arguments"]["text"] == "two"));
+
+    // Rounds through both: the bridge's for the legacy backend, the relay for the modern one.
+    assert_eq!(
+        text_of(&client, "old__ask_name", json!({})).await,
+        "Hello, Ada!"
+    );
+    assert_eq!(
+        text_of(&client, "new__ask_name", json!({})).await,
+        "Hello, Bob!"
+    );
+
+    let prompts = client.list_all_prompts().await.expect("prompts/list");
+    let prompt_names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+    assert!(prompt_names.contains(&"new__greet") && prompt_names.contains(&"old__simple"));
+    let greet = GetPromptRequestParams::new("new__greet").with_arguments(
+        json!({"name": "Eve"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let greeting = client.get_prompt(greet).await.expect("prompts/get");
+    assert!(format!("{:?}", greeting.messages).contains("Hello, Eve"));
+
+    // Resources keep their URIs, each read from the backend that lists it (or whose template
+    // fits it).
+    let resources = client.list_all_resources().await.expect("resources/list");
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert!(
+        uris.contains(&"test://static") && uris.contains(&"demo://binary"),
+        "{uris:?}"
+    );
+    let read = |uri: &str| client.read_resource(ReadResourceRequestParams::new(uri.to_string()));
+    let static_text = format!(
+        "{:?}",
+        read("test://static").await.expect("modern resource")
+    );
+    assert!(static_text.contains("static content"));
+    let item = format!(
+        "{:?}",
+        read("demo://item/7").await.expect("templated resource")
+    );
+    assert!(item.contains("Item 7"), "{item}");
+    drop(client);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn discover_is_the_union_under_the_gateways_name() {
+    let harness = Harness::start_with(Backend::Stdio, two_eras).await;
+    let discover = post_raw(
+        &harness.url,
+        &modern_request(1, "server/discover", json!({}), &no_caps()),
+    )
+    .await;
+    let result = discover
+        .result()
+        .unwrap_or_else(|| panic!("{}", discover.body));
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mrtr-gateway"
+    );
+    assert_eq!(result["supportedVersions"], json!(["2026-07-28"]));
+    for capability in ["tools", "prompts", "resources"] {
+        assert!(result["capabilities"][capability].is_object(), "{result}");
+    }
+    let instructions = result["instructions"].as_str().expect("instructions");
+    assert!(
+        instructions.contains("[new] (tools and prompts named new__*)\nA 2026-07-28 test server"),
+        "{instructions}"
+    );
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn what_no_backend_serves_is_refused_before_any_hears_it() {
+    let harness = Harness::start_with(Backend::Stdio, two_eras).await;
+    for name in ["echo", "nope__echo", "old__", "__echo"] {
+        let exchange = post_raw(
+            &harness.url,
+            &tool_call(1, name, json!({"text": "x"}), &no_caps()),
+        )
+        .await;
+        let error = assert_rpc_error(&exchange, 200, -32602);
+        assert_eq!(error["message"], format!("Unknown tool: {name}"), "{name}");
+    }
+    let unknown_uri = post_raw(
+        &harness.url,
+        &modern_request(
+            2,
+            "resources/read",
+            json!({"uri": "nowhere://x"}),
+            &no_caps(),
+        ),
+    )
+    .await;
+    let error = assert_rpc_error(&unknown_uri, 200, -32602);
+    assert_eq!(error["data"]["uri"], "nowhere://x");
+    for cursor in [json!("bm90IG91cnM"), json!("!"), json!(7)] {
+        let exchange = post_raw(
+            &harness.url,
+            &modern_request(3, "tools/list", json!({"cursor": cursor}), &no_caps()),
+        )
+        .await;
+        assert_rpc_error(&exchange, 400, -32602);
+    }
+    assert!(!harness
+        .backend_messages()
+        .iter()
+        .any(|m| m["method"] == "tools/call"));
+
+    // A round's state answers its own backend's call only: the same retry sent under the
+    // other backend's name is refused, and the held call still completes.
+    let first = post_raw(
+        &harness.url,
+        &tool_call(4, "old__ask_name", json!({}), &all_caps()),
+    )
+    .await;
+    let round = input_required(&first);
+    let key = key_of(&round, "elicitation/create");
+    let retry = |name: &str| {
+        let mut body = tool_call(5, name, json!({}), &all_caps());
+        body["params"]["requestState"] = json!(round.state);
+        body["params"]["inputResponses"] =
+            json!({ key.clone(): {"action": "accept", "content": {"name": "Ada"}} });
+        body
+    };
+    let crossed = post_raw(&harness.url, &retry("new__ask_name")).await;
+    assert_eq!(crossed.status, 400, "{}", crossed.body);
+    let answered = post_raw(&harness.url, &retry("old__ask_name")).await;
+    assert_eq!(result_text(&answered), "Hello, Ada!");
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_backend_that_is_down_is_left_out_and_its_tools_fail_clearly() {
+    let harness = Harness::start_with(Backend::Stdio, |c| {
+        with_dead_backend(c, OnBackendError::Omit)
+    })
+    .await;
+    let tools = all_tools(&harness.url).await;
+    assert!(tools.iter().any(|t| t["name"] == "old__echo"));
+    assert!(tools.iter().any(|t| t["name"] == "new__echo"));
+    assert!(!tools
+        .iter()
+        .any(|t| t["name"].as_str().unwrap_or_default().starts_with("dead__")));
+    let omitted = harness.metrics();
+    assert!(
+        omitted
+            .lines()
+            .any(|l| l.starts_with("mrtr_route_backend_failures_total")
+                && l.contains("backend=\"dead\"")
+                && l.contains("outcome=\"omitted\"")),
+        "{omitted}"
+    );
+    let call = post_raw(
+        &harness.url,
+        &tool_call(2, "dead__echo", json!({"text": "x"}), &no_caps()),
+    )
+    .await;
+    let error = assert_rpc_error(&call, 502, -32603);
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Backend unavailable"),
+        "{error}"
+    );
+    harness.stop().await;
+
+    let harness = Harness::start_with(Backend::Stdio, |c| {
+        with_dead_backend(c, OnBackendError::Fail)
+    })
+    .await;
+    let list = post_raw(
+        &harness.url,
+        &modern_request(1, "tools/list", json!({}), &no_caps()),
+    )
+    .await;
+    let error = assert_rpc_error(&list, 502, -32603);
+    assert_eq!(error["data"]["backend"], "dead");
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn the_policy_sees_exposed_names() {
+    let harness = Harness::start_with(Backend::Stdio, |config| {
+        two_eras(config);
+        config.mcp_route().policy = vec![PolicyRule {
+            tools: vec!["old__*".into()],
+            prompts: Vec::new(),
+            resources: Vec::new(),
+            when: None,
+            effect: Effect::Allow,
+            scopes: Vec::new(),
+        }];
+    })
+    .await;
+    let tools = all_tools(&harness.url).await;
+    assert!(!tools.is_empty());
+    assert!(tools
+        .iter()
+        .all(|t| t["name"].as_str().unwrap_or_default().starts_with("old__")));
+    let list = post_raw(
+        &harness.url,
+        &modern_request(1, "tools/list", json!({}), &no_caps()),
+    )
+    .await;
+    assert_eq!(list.result().expect("a page")["cacheScope"], "private");
+    let hidden = post_raw(
+        &harness.url,
+        &tool_call(2, "new__echo", json!({"text": "x"}), &no_caps()),
+    )
+    .await;
+    let error = assert_rpc_error(&hidden, 200, -32602);
+    assert_eq!(error["message"], "Unknown tool: new__echo");
+    let allowed = post_raw(
+        &harness.url,
+        &tool_call(3, "old__echo", json!({"text": "y"}), &no_caps()),
+    )
+    .await;
+    assert_eq!(result_text(&allowed), "y");
+    harness.stop().await;
+}

@@ -69,6 +69,7 @@ use crate::backend::pool::Pool;
 use crate::backend::BackendSpec;
 use crate::config::{Config, ServerConfig};
 use crate::exchange::TokenExchange;
+use crate::legacy::serve::EndpointBackend;
 use crate::legacy::LegacySessions;
 use crate::metrics::Metrics;
 use crate::mrtr::state::{random_id, KeyRing};
@@ -195,16 +196,33 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
         timeout: server.body_read_timeout,
         metrics: route.metrics.clone(),
     };
-    let pool = match &route.backends {
-        route::Backends::One(pool) if route.config.serves_legacy() => Some(pool),
-        _ => None,
+    let dispatch = dispatch::Dispatch {
+        route: route.clone(),
+        bridge: bridge.clone(),
+        listens: listens.clone(),
+        keep_alive: server.sse_keep_alive,
+        stream_after: server.stream_after,
+        calls_end: calls_end.clone(),
+        audit: audit.clone(),
     };
-    let door = pool.map(|pool| {
+    let door = route.config.serves_legacy().then(|| {
+        let backend = match &route.backends {
+            route::Backends::One(pool) => EndpointBackend::One(pool.clone()),
+            route::Backends::Many(many) => {
+                // The session's door keeps the audit of its requests.
+                let inner = dispatch::Dispatch {
+                    audit: None,
+                    ..dispatch.clone()
+                };
+                let server = aggregate::AggregateServer::new(inner, many.request_timeout());
+                EndpointBackend::Local(Arc::new(server))
+            }
+        };
         Arc::new(crate::legacy::serve::Door {
             sessions: legacy.clone(),
             endpoint: crate::legacy::serve::Endpoint {
                 path: route.config.path.clone(),
-                pool: pool.clone(),
+                backend,
             },
             fleet: fleet.clone(),
             audit: audit.clone(),
@@ -247,15 +265,7 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
             fleet: fleet.clone(),
             bridge: bridge.clone(),
         })
-        .service(dispatch::Dispatch {
-            route: route.clone(),
-            bridge: bridge.clone(),
-            listens: listens.clone(),
-            keep_alive: server.sse_keep_alive,
-            stream_after: server.stream_after,
-            calls_end: calls_end.clone(),
-            audit: audit.clone(),
-        });
+        .service(dispatch);
     RouteService::new(stack)
 }
 

@@ -18,6 +18,8 @@
 
 mod reverse;
 pub(crate) mod serve;
+
+pub(crate) use self::reverse::LocalServer;
 mod session;
 mod streams;
 
@@ -30,7 +32,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use self::reverse::ReverseLimits;
+use self::reverse::{ModernUpstream, ReverseLimits};
+use self::serve::EndpointBackend;
 use self::session::{LegacySession, UpstreamOf};
 use crate::access::CallerAccess;
 use crate::backend::modern::detect::ResolvedEra;
@@ -192,17 +195,34 @@ impl LegacySessions {
                 GatewayError::SessionLimit(format!("this client has {n} sessions open"))
             }
         })?;
-        let pool = &endpoint.pool;
-        let modern = pool.modern();
-        let upstream = match modern.era(&identity).await? {
-            ResolvedEra::Legacy => UpstreamOf::Session(pool.spec()),
-            ResolvedEra::Modern => UpstreamOf::Reversed(
-                modern,
+        let max_rounds = self.bridge.max_rounds();
+        let upstream = match &endpoint.backend {
+            EndpointBackend::Local(server) => UpstreamOf::Reversed(
+                ModernUpstream::Local {
+                    server: server.clone(),
+                    caller: caller.clone(),
+                },
                 ReverseLimits {
-                    max_rounds: self.bridge.max_rounds(),
-                    request_timeout: pool.request_timeout(),
+                    max_rounds,
+                    request_timeout: server.request_timeout(),
                 },
             ),
+            EndpointBackend::One(pool) => {
+                let modern = pool.modern();
+                match modern.era(&identity).await? {
+                    ResolvedEra::Legacy => UpstreamOf::Session(pool.spec()),
+                    ResolvedEra::Modern => UpstreamOf::Reversed(
+                        ModernUpstream::Backend {
+                            backend: modern.clone(),
+                            identity: identity.clone(),
+                        },
+                        ReverseLimits {
+                            max_rounds,
+                            request_timeout: pool.request_timeout(),
+                        },
+                    ),
+                }
+            }
         };
         let session = LegacySession::connect(
             key.clone(),
@@ -226,7 +246,9 @@ impl LegacySessions {
         };
         if response.get("result").is_none() {
             // The server may have moved to 2026-07-28 since it was probed.
-            modern.forget_era();
+            if let EndpointBackend::One(pool) = &endpoint.backend {
+                pool.modern().forget_era();
+            }
             session.close("initialize refused").await;
             return Ok((response, None));
         }

@@ -35,8 +35,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::backend::identity::SessionIdentity;
-use crate::backend::modern::{ModernBackend, MODERN_VERSION};
+use crate::backend::modern::MODERN_VERSION;
 use crate::backend::{BackendError, TransportEvent};
 use crate::jsonrpc::JsonRpcError;
 use crate::protocol::{
@@ -47,6 +46,9 @@ use crate::sync::LockRecovered;
 
 mod flow;
 mod follow;
+mod upstream;
+
+pub(crate) use self::upstream::{LocalServer, ModernUpstream};
 
 const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 
@@ -64,8 +66,7 @@ pub(crate) struct ReverseBridge {
 }
 
 struct Inner {
-    backend: Arc<ModernBackend>,
-    identity: Arc<SessionIdentity>,
+    upstream: ModernUpstream,
     /// To the session's reader, as a backend session's transport would.
     events: mpsc::Sender<TransportEvent>,
     limits: ReverseLimits,
@@ -95,15 +96,13 @@ struct SessionState {
 
 impl ReverseBridge {
     pub(crate) fn new(
-        backend: Arc<ModernBackend>,
-        identity: Arc<SessionIdentity>,
+        upstream: ModernUpstream,
         events: mpsc::Sender<TransportEvent>,
         limits: ReverseLimits,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
-                backend,
-                identity,
+                upstream,
                 events,
                 limits,
                 state: Mutex::new(SessionState::default()),
@@ -280,9 +279,7 @@ impl Inner {
         let server_info = discovered
             .pointer(&format!("/_meta/{}", META_SERVER_INFO.replace('/', "~1")))
             .cloned()
-            .unwrap_or_else(
-                || json!({"name": "mrtr-gateway", "version": env!("CARGO_PKG_VERSION")}),
-            );
+            .unwrap_or_else(crate::protocol::gateway_implementation);
         let mut result = json!({
             "protocolVersion": version,
             "capabilities": discovered.get("capabilities").cloned().unwrap_or_else(|| json!({})),

@@ -36,6 +36,7 @@ use crate::http_serve::{
     sse_response, Body,
 };
 use crate::jsonrpc::Message;
+use crate::legacy::LocalServer;
 use crate::protocol::Era;
 use crate::protocol::{Method, LEGACY_VERSIONS, PROTOCOL_VERSION_HEADER, SESSION_ID_HEADER};
 
@@ -51,10 +52,18 @@ pub(crate) fn refused(id: Option<Value>, error: &GatewayError, method: Method) -
     labeled(error_response(id, error), method, error_outcome(error))
 }
 
-/// The MCP endpoint a session lives on: its path, and the backend its sessions connect to.
+/// The MCP endpoint a session lives on: its path, and what its sessions connect to.
 pub(crate) struct Endpoint {
     pub path: String,
-    pub pool: Arc<Pool>,
+    pub backend: EndpointBackend,
+}
+
+/// What an endpoint's sessions connect to.
+pub(crate) enum EndpointBackend {
+    /// One backend: a session of its own there (or the reverse bridge, for a 2026-07-28 one).
+    One(Arc<Pool>),
+    /// The gateway's own route over several backends, through the reverse bridge.
+    Local(Arc<dyn LocalServer>),
 }
 
 /// A 2025-11-25 client's request, read and parsed by the front's one entry point.

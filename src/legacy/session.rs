@@ -26,13 +26,12 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::reverse::{ReverseBridge, ReverseLimits};
+use super::reverse::{ModernUpstream, ReverseBridge, ReverseLimits};
 use super::streams::{StreamLog, Streams};
 use super::LegacySessions;
 use crate::access::CallerAccess;
 use crate::audit::{AuditOutcome, PendingAudit};
 use crate::backend::identity::SessionIdentity;
-use crate::backend::modern::ModernBackend;
 use crate::backend::{Transport, TransportEvent};
 use crate::error::{BackendError, GatewayError};
 use crate::jsonrpc::codes;
@@ -102,7 +101,7 @@ pub struct LegacySession {
 /// What a new session connects to.
 pub(crate) enum UpstreamOf<'a> {
     Session(&'a crate::backend::BackendSpec),
-    Reversed(&'a Arc<ModernBackend>, ReverseLimits),
+    Reversed(ModernUpstream, ReverseLimits),
 }
 
 /// What a request's response goes through on its way to the client.
@@ -197,12 +196,9 @@ impl LegacySession {
             UpstreamOf::Session(spec) => {
                 Upstream::Session(Transport::connect(spec, identity, inbound).await?)
             }
-            UpstreamOf::Reversed(backend, limits) => Upstream::Reversed(ReverseBridge::new(
-                backend.clone(),
-                identity.clone(),
-                inbound,
-                limits,
-            )),
+            UpstreamOf::Reversed(upstream, limits) => {
+                Upstream::Reversed(ReverseBridge::new(upstream, inbound, limits))
+            }
         };
         let session = Arc::new(Self {
             key,

@@ -18,7 +18,9 @@ use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceReq
 use serde_json::{json, Value};
 
 use crate::support::gateway::{example_path, Backend, Harness, TestConfig, MODERN_FIXTURE};
-use crate::support::modern_client::{connect_in_time, modern_request, post_raw, ModernClient};
+use crate::support::modern_client::{
+    connect_in_time, connect_legacy, jsonrpc_error, modern_request, post_raw, ModernClient,
+};
 use crate::support::rpc::{
     all_caps, assert_rpc_error, input_required, key_of, no_caps, result_text, tool_call,
 };
@@ -350,5 +352,75 @@ async fn the_policy_sees_exposed_names() {
     )
     .await;
     assert_eq!(result_text(&allowed), "y");
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_2025_11_25_client_gets_the_same_route() {
+    let harness = Harness::start_with(Backend::Stdio, two_eras).await;
+    let accept = |content: Value| {
+        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(content)
+    };
+    let handler = crate::support::modern_client::TestClientHandler::builder()
+        .elicitation_form()
+        .elicit_replies(vec![
+            accept(json!({"name": "Ada"})),
+            accept(json!({"name": "Bob"})),
+        ])
+        .build();
+    let client = tokio::time::timeout(
+        Duration::from_secs(20),
+        connect_legacy(&harness.url, handler.clone()),
+    )
+    .await
+    .expect("initialized in time")
+    .expect("a 2025-11-25 client initializes on a route over several backends");
+    let info = client.peer_info().expect("initialized");
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("mrtr-gateway")
+    );
+    assert!(info.capabilities.tools.is_some() && info.capabilities.resources.is_some());
+    assert!(info
+        .instructions
+        .as_deref()
+        .is_some_and(|i| i.contains("[new] (tools and prompts named new__*)")));
+
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert!(
+        names.contains(&"old__echo") && names.contains(&"new__echo"),
+        "{names:?}"
+    );
+    assert_eq!(
+        text_of(&client, "old__echo", json!({"text": "a"})).await,
+        "a"
+    );
+    assert_eq!(
+        text_of(&client, "new__echo", json!({"text": "b"})).await,
+        "b"
+    );
+    // Each backend's rounds reach the client as server requests on its session.
+    assert_eq!(
+        text_of(&client, "old__ask_name", json!({})).await,
+        "Hello, Ada!"
+    );
+    assert_eq!(
+        text_of(&client, "new__ask_name", json!({})).await,
+        "Hello, Bob!"
+    );
+    let asked: Vec<&str> = handler.recorded().iter().map(|r| r.method()).collect();
+    assert_eq!(asked, ["elicitation/create", "elicitation/create"]);
+    let unknown = client
+        .call_tool(CallToolRequestParams::new("nope__echo"))
+        .await
+        .expect_err("no backend has the prefix nope");
+    assert_eq!(jsonrpc_error(&unknown).map(|e| e.code.0), Some(-32602));
+    let item = client
+        .read_resource(ReadResourceRequestParams::new("demo://item/9"))
+        .await
+        .expect("templated resource");
+    assert!(format!("{item:?}").contains("Item 9"));
+    drop(client);
     harness.stop().await;
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, Request, StatusCode, Uri};
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use serde_json::json;
 use sse_stream::SseStream;
 
@@ -81,26 +81,7 @@ impl ModernHttp {
         if let Some(credential) = &identity.credential {
             headers.insert(AUTHORIZATION, (*credential.current()).clone());
         }
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        headers.insert(
-            PROTOCOL_VERSION_HEADER,
-            HeaderValue::from_static(MODERN_VERSION),
-        );
-        headers.insert(
-            MCP_METHOD,
-            HeaderValue::from_str(&request.method)
-                .map_err(|_| BackendError::Connect("method is not a header value".into()))?,
-        );
-        if let Some(name) = &request.name {
-            headers.insert(MCP_NAME, encode_header_value(name));
-        }
-        for (name, value) in &request.headers {
-            headers.append(name.clone(), value.clone());
-        }
+        request_headers(request, &mut headers)?;
         let mut builder = Request::post(self.url.clone());
         if let Some(all) = builder.headers_mut() {
             all.extend(headers);
@@ -121,13 +102,48 @@ impl ModernHttp {
         }
         if status.is_success() && is_event_stream(response.headers()) {
             return Ok(Exchange {
-                source: Source::Stream(Box::new(SseStream::new(response.into_body()))),
+                source: Source::Stream(Box::new(SseStream::new(
+                    response
+                        .into_body()
+                        .map_err(std::io::Error::other)
+                        .boxed_unsync(),
+                ))),
                 id,
                 answered: false,
             });
         }
         read_answer(response.into_body(), MAX_JSON_BODY, &id, status).await
     }
+}
+
+/// The headers a 2026-07-28 request travels with: its media types, the revision, the
+/// request-metadata headers of its body (`Mcp-Method`, `Mcp-Name`) and the client's
+/// `Mcp-Param-*`.
+pub(crate) fn request_headers(
+    request: &ModernRequest,
+    headers: &mut http::HeaderMap,
+) -> Result<(), BackendError> {
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert(
+        PROTOCOL_VERSION_HEADER,
+        HeaderValue::from_static(MODERN_VERSION),
+    );
+    headers.insert(
+        MCP_METHOD,
+        HeaderValue::from_str(&request.method)
+            .map_err(|_| BackendError::Connect("method is not a header value".into()))?,
+    );
+    if let Some(name) = &request.name {
+        headers.insert(MCP_NAME, encode_header_value(name));
+    }
+    for (name, value) in &request.headers {
+        headers.append(name.clone(), value.clone());
+    }
+    Ok(())
 }
 
 /// The request-metadata headers a client sent that a modern backend checks against the body

@@ -16,14 +16,13 @@ pub(crate) mod detect;
 mod http;
 mod stdio;
 
-pub(crate) use self::http::param_headers;
+pub(crate) use self::http::{param_headers, request_headers};
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use sse_stream::SseStream;
@@ -75,14 +74,15 @@ pub(crate) struct Exchange {
 enum Source {
     /// An answer read whole (a JSON body).
     Ready(Option<ModernEvent>),
-    /// An SSE response stream (HTTP).
-    Stream(Box<SseStream<Incoming>>),
+    /// An SSE response stream (HTTP, or a response the gateway wrote itself).
+    Stream(Box<SseStream<StreamBody>>),
     /// Messages routed from a shared process (stdio); dropped unanswered, it cancels.
     Routed(Box<stdio::Routed>),
 }
 
 impl Exchange {
-    fn ready(id: Value, event: ModernEvent) -> Self {
+    /// An exchange already answered (a request refused before it went anywhere).
+    pub(crate) fn answered(id: Value, event: ModernEvent) -> Self {
         Self {
             source: Source::Ready(Some(event)),
             id,
@@ -180,13 +180,53 @@ impl Exchange {
     }
 }
 
+/// A response body an exchange reads: the backend's over HTTP, or one the gateway wrote.
+type StreamBody = http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>;
+
+impl Exchange {
+    /// The exchange of a request the gateway answered itself, for a route over several
+    /// backends: its response (a JSON answer, or an SSE stream), read as a backend's is.
+    /// Dropping it cancels the request, as the response's reader going away would.
+    pub(crate) async fn from_response(
+        id: Value,
+        response: ::http::Response<crate::http_serve::Body>,
+    ) -> Result<Self, BackendError> {
+        if crate::http_client::is_event_stream(response.headers()) {
+            let body = response.into_body().map_err(stream_failed);
+            return Ok(Self {
+                source: Source::Stream(Box::new(SseStream::new(body.boxed_unsync()))),
+                id,
+                answered: false,
+            });
+        }
+        let status = response.status();
+        // Read whole here: the gateway wrote it, no limit applies.
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| BackendError::Closed(format!("reading the answer failed: {e}")))?
+            .to_bytes();
+        read_answer(http_body_util::Full::new(body), usize::MAX, &id, status).await
+    }
+}
+
+/// A response body's failure, as the SSE reader takes it.
+fn stream_failed(error: tower::BoxError) -> std::io::Error {
+    std::io::Error::other(error)
+}
+
 /// Reads a whole JSON answer (HTTP), refusing more than `limit` bytes.
-async fn read_answer(
-    body: Incoming,
+async fn read_answer<B>(
+    body: B,
     limit: usize,
     id: &Value,
     status: ::http::StatusCode,
-) -> Result<Exchange, BackendError> {
+) -> Result<Exchange, BackendError>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<tower::BoxError>,
+{
     let body: Bytes = http_body_util::Limited::new(body, limit)
         .collect()
         .await
@@ -211,7 +251,7 @@ async fn read_answer(
         },
         _ => return Err(not_json()),
     };
-    Ok(Exchange::ready(id.clone(), event))
+    Ok(Exchange::answered(id.clone(), event))
 }
 
 /// A 2026-07-28 backend: its era, and the link requests travel on.

@@ -9,9 +9,12 @@
 //! cancellation and progress are a one-backend route's. The route's policy and audit run before,
 //! on the names the route exposes (`Dispatch::apply`).
 
+mod local;
 mod merge;
 mod names;
 mod resources;
+
+pub(crate) use self::local::AggregateServer;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -79,6 +82,16 @@ impl Aggregate {
             path: config.path.clone(),
             metrics,
         }
+    }
+
+    /// Longest one request may take: the longest any backend allows.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.members
+            .iter()
+            .filter_map(|m| m.route.pool().ok())
+            .map(|pool| pool.request_timeout())
+            .max()
+            .unwrap_or(self.list_timeout)
     }
 
     /// The backend serving an exposed tool or prompt name, and the name it knows.

@@ -82,7 +82,7 @@ impl Inner {
         };
         let timeout = self.limits.request_timeout;
         let run = async {
-            let mut exchange = self.backend.send(&self.identity, &request).await?;
+            let mut exchange = self.upstream.send(request).await?;
             loop {
                 match exchange.next().await {
                     Some(Ok(ModernEvent::Notify(notice))) => {
@@ -108,7 +108,7 @@ impl Inner {
         match tokio::time::timeout(timeout, run).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(error)) => {
-                self.backend.failed(&error);
+                self.upstream.failed(&error);
                 Err(JsonRpcError::new(
                     codes::INTERNAL_ERROR,
                     format!("Backend unavailable: {error}"),

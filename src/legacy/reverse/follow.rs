@@ -44,7 +44,7 @@ impl Inner {
                 headers: Vec::new(),
             };
             let follow = async {
-                let Ok(mut exchange) = inner.backend.send(&inner.identity, &request).await else {
+                let Ok(mut exchange) = inner.upstream.send(request).await else {
                     return;
                 };
                 while let Some(Ok(ModernEvent::Notify(mut notice))) = exchange.next().await {

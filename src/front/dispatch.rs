@@ -150,6 +150,10 @@ impl Dispatch {
                 params,
                 client_capabilities,
             } => {
+                if let Backends::Many(many) = &route.backends {
+                    let listen = (params, client_capabilities);
+                    return many.listen(self, id, listen, &caller, headers).await;
+                }
                 let identity = caller.session_identity().await?;
                 if route.pool()?.modern().era(&identity).await? == ResolvedEra::Modern {
                     let listen = (params, client_capabilities);

@@ -284,7 +284,7 @@ impl Listens {
     }
 
     /// A listen's place in the limits, given back when its stream ends.
-    fn place(&self, principal: &str) -> Result<Place, GatewayError> {
+    pub(super) fn place(&self, principal: &str) -> Result<Place, GatewayError> {
         self.quota
             .place(principal.to_string())
             .map_err(|error| match error {
@@ -298,7 +298,7 @@ impl Listens {
 
 /// A backend's listen notification as this listen's client gets it: tagged with its id, or
 /// `None` for one it is not told (a hidden resource's update, anything that is not news).
-fn relayed_notice(notice: &Value, caller: &CallerAccess, id: &Value) -> Option<Value> {
+pub(super) fn relayed_notice(notice: &Value, caller: &CallerAccess, id: &Value) -> Option<Value> {
     let method = notice.get("method").and_then(Value::as_str)?;
     let params = notice.get("params");
     match method {
@@ -383,7 +383,7 @@ struct Held {
 }
 
 /// The `SubscriptionsListenResult` that ends a listen, as its stream's last event.
-fn listen_result(id: Value) -> Bytes {
+pub(super) fn listen_result(id: Value) -> Bytes {
     let result = json!({
         "resultType": "complete",
         "_meta": { META_SUBSCRIPTION_ID: id },
@@ -391,7 +391,7 @@ fn listen_result(id: Value) -> Bytes {
     sse_frame(&jsonrpc::result_response(id, result))
 }
 
-fn tagged(method: &str, params: Option<&Value>, id: &Value) -> Value {
+pub(super) fn tagged(method: &str, params: Option<&Value>, id: &Value) -> Value {
     let mut params = match params {
         Some(Value::Object(params)) => params.clone(),
         _ => Map::new(),

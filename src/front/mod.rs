@@ -405,7 +405,8 @@ impl Gateway {
                         path: route.path.clone(),
                         problem,
                     })?;
-                let aggregate = aggregate::Aggregate::new(route, members, metrics.clone());
+                let aggregate =
+                    aggregate::Aggregate::new(route, members, metrics.clone(), &listens);
                 Arc::new(Route {
                     config: route.clone(),
                     backends: route::Backends::Many(Arc::new(aggregate)),

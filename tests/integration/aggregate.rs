@@ -14,12 +14,17 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use mrtr_gateway::config::{BackendEra, Config, Effect, OnBackendError, PolicyRule, TransportKind};
-use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
+use rmcp::model::{
+    CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams, ServerNotification,
+    SubscriptionFilter,
+};
+use rmcp::service::SubscriptionEnd;
 use serde_json::{json, Value};
 
 use crate::support::gateway::{example_path, Backend, Harness, TestConfig, MODERN_FIXTURE};
 use crate::support::modern_client::{
     connect_in_time, connect_legacy, jsonrpc_error, modern_request, post_raw, ModernClient,
+    TestClientHandler,
 };
 use crate::support::rpc::{
     all_caps, assert_rpc_error, input_required, key_of, no_caps, result_text, tool_call,
@@ -97,7 +102,7 @@ async fn one_route_serves_both_eras_of_backend_under_their_prefixes() {
     let accept = |content: Value| {
         rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(content)
     };
-    let handler = crate::support::modern_client::TestClientHandler::builder()
+    let handler = TestClientHandler::builder()
         .elicitation_form()
         .elicit_replies(vec![
             accept(json!({"name": "Ada"})),
@@ -361,7 +366,7 @@ async fn a_2025_11_25_client_gets_the_same_route() {
     let accept = |content: Value| {
         rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(content)
     };
-    let handler = crate::support::modern_client::TestClientHandler::builder()
+    let handler = TestClientHandler::builder()
         .elicitation_form()
         .elicit_replies(vec![
             accept(json!({"name": "Ada"})),
@@ -423,4 +428,89 @@ async fn a_2025_11_25_client_gets_the_same_route() {
     assert!(format!("{item:?}").contains("Item 9"));
     drop(client);
     harness.stop().await;
+}
+
+/// The next notification of a subscription, bounded.
+async fn next_notice(subscription: &mut rmcp::service::Subscription) -> ServerNotification {
+    tokio::time::timeout(Duration::from_secs(10), subscription.next())
+        .await
+        .expect("a notification in time")
+        .expect("a notification, not an error")
+        .expect("the subscription is open")
+}
+
+#[tokio::test]
+async fn one_listen_hears_every_backend() {
+    let harness = Harness::start_with(Backend::Stdio, two_eras).await;
+    let client = connect_in_time(&harness.url, TestClientHandler::builder().build()).await;
+    // `test://changing` is the modern backend's, `demo://item/7` fits the legacy backend's
+    // template; `nowhere://x` is nobody's.
+    let asked = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .resource_subscription("test://changing")
+        .resource_subscription("demo://item/7")
+        .resource_subscription("nowhere://x")
+        .build();
+    let mut subscription =
+        tokio::time::timeout(Duration::from_secs(10), client.peer().listen(asked))
+            .await
+            .expect("acknowledged in time")
+            .expect("the listen is acknowledged");
+    let acknowledged = subscription.acknowledged().clone();
+    assert_eq!(acknowledged.tools_list_changed, Some(true));
+    let mut subscribed = acknowledged.resource_subscriptions.unwrap_or_default();
+    subscribed.sort();
+    assert_eq!(subscribed, ["demo://item/7", "test://changing"]);
+    // The legacy backend was asked for its own resource only.
+    harness
+        .wait_for_backend("resources/subscribe", |m| {
+            m["method"] == "resources/subscribe" && m["params"]["uri"] == "demo://item/7"
+        })
+        .await;
+    assert!(!harness
+        .backend_messages()
+        .iter()
+        .any(|m| m["method"] == "resources/subscribe" && m["params"]["uri"] != "demo://item/7"));
+
+    // Both backends' news on the one stream: the legacy backend's update and tool list change,
+    // the modern backend's updates.
+    let added = text_of(&client, "old__add_tool", json!({"name": "fresh_tool"})).await;
+    assert!(!added.is_empty());
+    let mut heard = std::collections::BTreeSet::new();
+    for _ in 0..12 {
+        match next_notice(&mut subscription).await {
+            ServerNotification::ToolListChangedNotification(_) => heard.insert("tools".into()),
+            ServerNotification::ResourceUpdatedNotification(n) => heard.insert(n.params.uri),
+            other => panic!("unexpected {other:?}"),
+        };
+        if heard.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(
+        heard.into_iter().collect::<Vec<String>>(),
+        ["demo://item/7", "test://changing", "tools"]
+    );
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert!(tools.iter().any(|t| t.name == "old__fresh_tool"));
+
+    // Shutdown ends the merged listen with its result.
+    let stop = tokio::spawn(harness.stop());
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match subscription.next().await {
+                Ok(Some(_)) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the listen ends in time");
+    assert!(matches!(end, Ok(None)), "{end:?}");
+    assert!(matches!(
+        subscription.end(),
+        Some(SubscriptionEnd::Graceful(_))
+    ));
+    stop.await.expect("stopped");
+    let _ = client.cancel().await;
 }

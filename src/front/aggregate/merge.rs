@@ -24,6 +24,7 @@ use serde_json::{json, Map, Value};
 use super::names::{self, expose_items, instructions_of};
 use super::{Aggregate, Member};
 use crate::access::CallerAccess;
+use crate::backend::modern::MODERN_VERSION;
 use crate::config::OnBackendError;
 use crate::error::GatewayError;
 use crate::front::dispatch::Dispatch;
@@ -32,7 +33,7 @@ use crate::front::translate;
 use crate::http_serve::{json_response, labeled, Body};
 use crate::jsonrpc::{self, raw, JsonRpcError};
 use crate::mrtr::{ForwardedCall, RequestScope};
-use crate::protocol::{gateway_implementation, Method, SUPPORTED_VERSIONS};
+use crate::protocol::{gateway_implementation, Method, META_PROTOCOL_VERSION, SUPPORTED_VERSIONS};
 
 /// Pages of one backend's resources read to find which backend a URI belongs to.
 const MAX_LEARN_PAGES: usize = 10;
@@ -186,7 +187,12 @@ impl Aggregate {
             let key = names::items_key(method).unwrap_or_default();
             let mut cursor: Option<String> = None;
             for _ in 0..MAX_LEARN_PAGES {
+                // As a client that declares nothing would ask.
                 let mut params = Map::new();
+                params.insert(
+                    "_meta".into(),
+                    json!({ META_PROTOCOL_VERSION: MODERN_VERSION }),
+                );
                 if let Some(cursor) = cursor.take() {
                     params.insert("cursor".into(), Value::String(cursor));
                 }
@@ -196,7 +202,10 @@ impl Aggregate {
                     arguments: None,
                     params,
                     continuation: None,
-                    scope: RequestScope::default(),
+                    scope: RequestScope {
+                        client_capabilities: json!({}),
+                        ..RequestScope::default()
+                    },
                     trace_headers: Vec::new(),
                 };
                 let part = self.part(outer, member, Command::Forward(request), caller, headers);

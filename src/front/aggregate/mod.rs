@@ -9,6 +9,7 @@
 //! cancellation and progress are a one-backend route's. The route's policy and audit run before,
 //! on the names the route exposes (`Dispatch::apply`).
 
+mod listen;
 mod local;
 mod merge;
 mod names;
@@ -25,6 +26,7 @@ use serde_json::Value;
 
 use self::resources::Resources;
 use super::dispatch::Dispatch;
+use super::listen::Listens;
 use super::route::Route;
 use crate::access::CallerAccess;
 use crate::audit::PendingAudit;
@@ -32,6 +34,7 @@ use crate::config::{OnBackendError, RouteConfig, NAME_SEPARATOR};
 use crate::error::GatewayError;
 use crate::http_serve::Body;
 use crate::metrics::Metrics;
+use crate::mrtr::quota::Quota;
 use crate::mrtr::ForwardedCall;
 use crate::protocol::{Era, Method};
 
@@ -56,10 +59,18 @@ pub(crate) struct Aggregate {
     list_timeout: Duration,
     path: String,
     metrics: Arc<Metrics>,
+    /// What the backends' own listens are opened with: no limit (the route's listen took its
+    /// place), the gateway's drain.
+    member_listens: Arc<Listens>,
 }
 
 impl Aggregate {
-    pub(crate) fn new(config: &RouteConfig, members: Vec<Member>, metrics: Arc<Metrics>) -> Self {
+    pub(crate) fn new(
+        config: &RouteConfig,
+        members: Vec<Member>,
+        metrics: Arc<Metrics>,
+        listens: &Listens,
+    ) -> Self {
         let by_prefix = members
             .iter()
             .enumerate()
@@ -81,6 +92,11 @@ impl Aggregate {
             list_timeout: config.list_timeout,
             path: config.path.clone(),
             metrics,
+            member_listens: Arc::new(Listens {
+                quota: Arc::new(Quota::new(usize::MAX, usize::MAX)),
+                keep_alive: listens.keep_alive,
+                drain: listens.drain.clone(),
+            }),
         }
     }
 

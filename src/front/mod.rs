@@ -130,7 +130,7 @@ fn member_route(
         route: Arc::new(Route {
             config,
             backends: route::Backends::One(pool.clone()),
-            state_scope: format!("{}#{name}", route.path),
+            state_scope: crate::mrtr::backend_scope(&route.path, name),
             tool_headers: Default::default(),
             auth,
             access: Arc::new(access),

@@ -52,7 +52,7 @@ use self::park::HeldCall;
 use self::quota::Quota;
 use self::redeem::Redemption;
 pub(crate) use self::redeem::{Location, Redeemed};
-pub(crate) use self::setup::{Caller, Continuation, ForwardedCall};
+pub(crate) use self::setup::{backend_scope, Caller, Continuation, ForwardedCall};
 use self::state::KeyRing;
 use crate::config::MrtrConfig;
 use crate::error::GatewayError;

@@ -72,7 +72,7 @@ impl<C: BackendCall + Sync + 'static, K: Clock + Sync + 'static> Bridge<C, K> {
         };
         let elsewhere = payload.owner != self.instance
             && payload.expires_ms >= now_ms()
-            && payload.route == route
+            && super::setup::scope_path(&payload.route) == route
             && payload.method == method
             && payload.round <= self.config.max_rounds
             && payload.principal == principal_digest(principal);

@@ -30,10 +30,22 @@ pub enum Continuation {
     },
 }
 
+/// What a `requestState` of one backend of a route over several is bound to: the route's path
+/// and the backend's name (a path holds no `#`).
+pub(crate) fn backend_scope(path: &str, backend: &str) -> String {
+    format!("{path}#{backend}")
+}
+
+/// The route path a state's binding names ([`backend_scope`], or the path alone).
+pub(crate) fn scope_path(scope: &str) -> &str {
+    scope.split_once('#').map_or(scope, |(path, _)| path)
+}
+
 /// Who sent a forwarded call, and where: bound into its `requestState`.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    /// The route path the request came in on.
+    /// The route path the request came in on; for one backend of a route over several, the
+    /// path and the backend ([`backend_scope`]).
     pub route: String,
     pub principal: String,
     /// What the backend is told about the caller: sessions are keyed by it too.

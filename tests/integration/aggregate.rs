@@ -21,7 +21,10 @@ use rmcp::model::{
 use rmcp::service::SubscriptionEnd;
 use serde_json::{json, Value};
 
-use crate::support::gateway::{example_path, Backend, Harness, TestConfig, MODERN_FIXTURE};
+use crate::support::fleet::{set, Fleet};
+use crate::support::gateway::{
+    example_path, Backend, Harness, HttpBackend, TestConfig, MODERN_FIXTURE,
+};
 use crate::support::modern_client::{
     connect_in_time, connect_legacy, jsonrpc_error, modern_request, post_raw, ModernClient,
     TestClientHandler,
@@ -513,4 +516,127 @@ async fn one_listen_hears_every_backend() {
     ));
     stop.await.expect("stopped");
     let _ = client.cancel().await;
+}
+
+/// A fleet replica's route over the legacy backend (`old__`, a process per replica) and a
+/// 2026-07-28 one (`new__`) at `modern_url`, which every replica shares: its `requestState`s
+/// open wherever a retry lands, as a stateless server's must.
+fn fleet_over_two_eras(modern_url: String) -> impl Fn(usize, &mut toml::Table) {
+    move |_, config| {
+        set(config, "backend.modern.transport", "http");
+        set(config, "backend.modern.url", modern_url.clone());
+        set(config, "backend.modern.era", "2026-07-28");
+        let route = config
+            .get_mut("route")
+            .and_then(toml::Value::as_array_mut)
+            .and_then(|routes| routes.first_mut())
+            .and_then(toml::Value::as_table_mut)
+            .expect("the fleet's route");
+        route.remove("backend");
+        route.insert(
+            "backends".into(),
+            toml::Value::Array(vec!["legacy".into(), "modern".into()]),
+        );
+        set(route, "prefixes.legacy", "old");
+        set(route, "prefixes.modern", "new");
+    }
+}
+
+#[tokio::test]
+async fn a_fleet_behind_plain_round_robin_finishes_every_backends_rounds() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let modern = HttpBackend::start_modern("127.0.0.1:0", &dir.path().join("modern.jsonl")).await;
+    let fleet = Fleet::builder(Backend::Stdio)
+        .configure(fleet_over_two_eras(modern.url.clone()))
+        .start()
+        .await;
+    let accept = |content: Value| {
+        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(content)
+    };
+    let handler = TestClientHandler::builder()
+        .elicitation_form()
+        .elicit_replies(vec![
+            accept(json!({"name": "Ada"})),
+            accept(json!({"name": "Bob"})),
+            accept(json!({"name": "Cy"})),
+        ])
+        .build();
+    let client = connect_in_time(fleet.proxy_url(), handler).await;
+    assert_eq!(
+        text_of(&client, "old__ask_name", json!({})).await,
+        "Hello, Ada!"
+    );
+    assert_eq!(
+        text_of(&client, "new__ask_name", json!({})).await,
+        "Hello, Bob!"
+    );
+    assert_eq!(
+        text_of(&client, "old__ask_name", json!({})).await,
+        "Hello, Cy!"
+    );
+    // The legacy backend's rounds are held by the replica that started them: retries that
+    // reached another one were forwarded to it.
+    let forwarded = fleet
+        .metric_total("mrtr_forwarded_retries_total", &[("result", "ok")])
+        .await;
+    assert!(forwarded > 0.0, "picks: {:?}", fleet.proxy.picks());
+    fleet.wait_no_held().await;
+    let _ = client.cancel().await;
+    fleet.stop().await;
+    modern.stop().await;
+}
+
+#[tokio::test]
+async fn progress_and_cancellation_reach_each_backend() {
+    let harness = Harness::start_with(Backend::Stdio, two_eras).await;
+    // The modern backend's progress, through the relay, as SSE before the answer.
+    let mut call = tool_call(1, "new__slow", json!({"ms": 300}), &no_caps());
+    call["params"]["_meta"]["progressToken"] = json!("p-1");
+    let slow = post_raw(&harness.url, &call).await;
+    assert_eq!(result_text(&slow), "done", "{}", slow.body);
+    let progress = slow.notifications();
+    assert!(
+        progress
+            .iter()
+            .any(|n| n["method"] == "notifications/progress"
+                && n["params"]["progressToken"] == "p-1"),
+        "{}",
+        slow.body
+    );
+    // The legacy backend's, through the bridge.
+    let mut call = tool_call(
+        2,
+        "old__countdown",
+        json!({"from": 2, "delay_ms": 50}),
+        &no_caps(),
+    );
+    call["params"]["_meta"]["progressToken"] = json!("p-2");
+    let counted = post_raw(&harness.url, &call).await;
+    assert!(counted
+        .notifications()
+        .iter()
+        .any(|n| n["method"] == "notifications/progress" && n["params"]["progressToken"] == "p-2"));
+    // A call given up by its client is cancelled on its backend under its own name.
+    let url = harness.url.clone();
+    let abandoned = tokio::spawn(async move {
+        let call = tool_call(
+            3,
+            "old__countdown",
+            json!({"from": 50, "delay_ms": 200}),
+            &no_caps(),
+        );
+        post_raw(&url, &call).await
+    });
+    harness
+        .wait_for_backend("the countdown", |m| {
+            m["method"] == "tools/call" && m["params"]["arguments"]["from"] == 50
+        })
+        .await;
+    abandoned.abort();
+    harness
+        .wait_for_backend("its cancellation", |m| {
+            m["method"] == "notifications/cancelled"
+        })
+        .await;
+    harness.stop().await;
 }

@@ -520,3 +520,99 @@ fn a_2026_backend_refuses_what_only_sessions_have() {
     let bad = format!("{BASE}era = \"2027-01-01\"\n");
     assert!(toml::from_str::<Config>(&bad).is_err());
 }
+
+/// A route over the backends `a`, `b` and `c`, with `extra` lines on the route.
+fn over_three(extra: &str) -> String {
+    format!(
+        r#"
+        [[route]]
+        path = "/mcp"
+        backends = ["a", "b", "c"]
+        {extra}
+        [backend.a]
+        transport = "stdio"
+        command = "a"
+        [backend.b]
+        transport = "stdio"
+        command = "b"
+        [backend.c]
+        transport = "stdio"
+        command = "c"
+    "#
+    )
+}
+
+#[test]
+fn routes_over_several_backends_are_checked() {
+    check_routes(&parse(&over_three(""))).unwrap();
+    let ok = over_three(
+        "on_backend_error = \"fail\"\nprefixes = { a = \"files\", b = \"tickets.v2\" }\nresource_prefixes = { a = \"file:///\", c = \"tickets://\" }",
+    );
+    check_routes(&parse(&ok)).unwrap();
+    let cases = [
+        (
+            "backend = \"a\"",
+            "route[0]: needs exactly one of backend and backends",
+        ),
+        (
+            "prefixes = { a = \"x\", b = \"x\" }",
+            "route[0].prefixes.b: \"x\" is the prefix of another backend too",
+        ),
+        (
+            "prefixes = { c = \"a\" }",
+            "route[0].prefixes.c: \"a\" is the prefix of another backend too",
+        ),
+        (
+            "prefixes = { a = \"my__files\" }",
+            "route[0].prefixes.a: \"my__files\" must be letters, digits, '_', '-' or '.', without \"__\"",
+        ),
+        (
+            "prefixes = { a = \"fi les\" }",
+            "route[0].prefixes.a: \"fi les\" must be letters, digits, '_', '-' or '.', without \"__\"",
+        ),
+        (
+            "prefixes = { a = \"\" }",
+            "route[0].prefixes.a: \"\" must be letters, digits, '_', '-' or '.', without \"__\"",
+        ),
+        (
+            "prefixes = { z = \"zed\" }",
+            "route[0].prefixes.z: is not one of the route's backends",
+        ),
+        (
+            "resource_prefixes = { a = \"file:///\", b = \"file:///srv/\" }",
+            "route[0].resource_prefixes.b: overlaps backend a's: a URI could go to either",
+        ),
+        (
+            "resource_prefixes = { a = \"\" }",
+            "route[0].resource_prefixes.a: must not be empty",
+        ),
+        ("list_timeout = \"0s\"", "route[0].list_timeout: must be more than 0"),
+    ];
+    for (extra, expected) in cases {
+        let text = over_three(extra);
+        assert_eq!(message(check_routes(&parse(&text))), expected, "{extra}");
+    }
+    let twice = over_three("").replace("[\"a\", \"b\", \"c\"]", "[\"a\", \"b\", \"a\"]");
+    assert_eq!(
+        message(check_routes(&parse(&twice))),
+        "route[0].backends: \"a\" is named twice"
+    );
+    let unknown = over_three("").replace("\"c\"]", "\"d\"]");
+    assert_eq!(
+        message(check_routes(&parse(&unknown))),
+        "route[0].backends: no [backend.d] is defined"
+    );
+    let neither = BASE.replace("backend = \"b\"", "");
+    assert_eq!(
+        message(check_routes(&parse(&neither))),
+        "route[0]: needs exactly one of backend and backends"
+    );
+    let on_one = BASE.replace(
+        "backend = \"b\"",
+        "backend = \"b\"\nprefixes = { b = \"x\" }",
+    );
+    assert_eq!(
+        message(check_routes(&parse(&on_one))),
+        "route[0].prefixes: applies to a route over several backends (backends = [...])"
+    );
+}

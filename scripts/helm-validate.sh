@@ -197,6 +197,13 @@ refused = {
         "path": "/mcp", "backend": "demo",
         "auth": {"mode": "bearer", "tokens": [{"principal": "p", "token": "s3cret"}]}}]}},
     "a route without auth": {"config": {"route": [{"path": "/mcp", "backend": "demo"}]}},
+    "a route with both backend and backends": with_route(backends=["demo"]),
+    "a route with neither backend nor backends": {"config": {"route": [
+        {"path": "/mcp", "auth": {"mode": "none"}}]}},
+    "a prefix with a space": {"config": {"route": [{
+        "path": "/mcp", "backends": ["demo"], "auth": {"mode": "none"}, "prefixes": {"demo": "my demo"}}]}},
+    "an on_backend_error the gateway does not know": {"config": {"route": [{
+        "path": "/mcp", "backends": ["demo"], "auth": {"mode": "none"}, "on_backend_error": "retry"}]}},
     "a stdio backend with a url": {"config": {"backend": {"demo": {"url": "http://x"}}}},
     "a typo at the top level (replicas)": {"replicas": 2},
     "a key the chart sets (config.server.shutdown_delay)": {"config": {"server": {"shutdown_delay": "1s"}}},
@@ -421,6 +428,9 @@ render_refused = {
     "a route naming no backend": (
         {"config": {"route": [{"path": "/x", "backend": "nope", "auth": {"mode": "none"}}]}},
         "no config.backend.nope"),
+    "a route over several backends, one of them undefined": (
+        {"config": {"route": [{"path": "/x", "backends": ["demo", "nope"], "auth": {"mode": "none"}}]}},
+        "config.route[0].backends: no config.backend.nope"),
     "a route without auth to a backend with token_exchange": (
         {"config": {
             "route": [{"path": "/x", "backend": "web", "auth": {"mode": "none"}}],
@@ -650,7 +660,7 @@ for example in sorted(EXAMPLES.glob("*.yaml")):
     given = merged_config.get(example.stem)
     if given is not None:
         before = len(failures)
-        used = {r["backend"] for r in given.get("route", [])}
+        used = {n for r in given.get("route", []) for n in r.get("backends", [r.get("backend")])}
         expect = {
             "route": given.get("route", []),
             "backend": {n: b for n, b in given.get("backend", {}).items() if n in used},

@@ -8,7 +8,8 @@
 //!   backend's call issued are refused before any backend hears them;
 //! - a backend that is down is left out of lists (counted) or fails them
 //!   (`on_backend_error = "fail"`), and its own tools get a clear error;
-//! - the route's policy sees the exposed names.
+//! - the route's policy and audit log see the exposed names;
+//! - listens, progress, cancellation and the fleet's forwarding work through both backends.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -324,8 +325,13 @@ async fn a_backend_that_is_down_is_left_out_and_its_tools_fail_clearly() {
 
 #[tokio::test]
 async fn the_policy_sees_exposed_names() {
+    let audit_dir = tempfile::tempdir().expect("temp dir");
+    let audit_file = audit_dir.path().join("audit.jsonl");
+    let audit = toml::from_str(&format!("file = {:?}", audit_file.display().to_string()))
+        .expect("an audit table");
     let harness = Harness::start_with(Backend::Stdio, |config| {
         two_eras(config);
+        config.audit = Some(audit);
         config.mcp_route().policy = vec![PolicyRule {
             tools: vec!["old__*".into()],
             prompts: Vec::new(),
@@ -361,6 +367,25 @@ async fn the_policy_sees_exposed_names() {
     .await;
     assert_eq!(result_text(&allowed), "y");
     harness.stop().await;
+    // The audit log names what the client named.
+    let records: Vec<(String, String)> = std::fs::read_to_string(&audit_file)
+        .expect("the audit log")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON record"))
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap_or_default().to_string(),
+                r["outcome"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        records,
+        [
+            ("new__echo".to_string(), "denied".to_string()),
+            ("old__echo".to_string(), "ok".to_string())
+        ]
+    );
 }
 
 #[tokio::test]

@@ -184,14 +184,22 @@ rounded up. Fails on a unit the gateway does not know.
 {{- end }}
 {{- $backends := .Values.config.backend | default dict }}
 {{- range $i, $route := .Values.config.route }}
-{{- if not (hasKey $backends $route.backend) }}
-{{- fail (printf "config.route[%d].backend: no config.backend.%s is defined" $i $route.backend) }}
+{{- if eq (empty $route.backend) (empty $route.backends) }}
+{{- fail (printf "config.route[%d]: needs exactly one of backend and backends" $i) }}
+{{- end }}
+{{- $field := ternary "backends" "backend" (not (empty $route.backends)) }}
+{{- range $name := $route.backends | default (list $route.backend) }}
+{{- if not (hasKey $backends $name) }}
+{{- fail (printf "config.route[%d].%s: no config.backend.%s is defined" $i $field $name) }}
+{{- end }}
 {{- end }}
 {{- if not (and $route.auth $route.auth.mode) }}
 {{- fail (printf "config.route[%d].auth: required (mode none, bearer or jwt)" $i) }}
 {{- end }}
-{{- if and (ne $route.auth.mode "jwt") (index $backends $route.backend).token_exchange }}
-{{- fail (printf "config.route[%d].auth: backend %s exchanges the caller's token (token_exchange): the route must take JWTs (mode jwt)" $i $route.backend) }}
+{{- range $name := $route.backends | default (list $route.backend) }}
+{{- if and (ne $route.auth.mode "jwt") (index $backends $name).token_exchange }}
+{{- fail (printf "config.route[%d].auth: backend %s exchanges the caller's token (token_exchange): the route must take JWTs (mode jwt)" $i $name) }}
+{{- end }}
 {{- end }}
 {{- if eq $route.auth.mode "none" }}
 {{- range $r, $rule := $route.policy }}
@@ -223,7 +231,7 @@ exactly when a route declares auth mode none.
 {{- end }}
 {{- $used := list }}
 {{- range $config.route }}
-{{- $used = append $used .backend }}
+{{- $used = concat $used (.backends | default (list .backend)) }}
 {{- end -}}
 # Rendered by the mrtr-gateway Helm chart from the release's values (config, ports,
 # shutdownDelaySeconds, drainTimeoutSeconds, keyRing, fleet).
@@ -232,7 +240,7 @@ exactly when a route declares auth mode none.
 {{- range $route := $config.route }}
 
 [[route]]
-{{- include "mrtr-gateway.tomlBody" (dict "table" $route "first" (list "path" "backend")) }}
+{{- include "mrtr-gateway.tomlBody" (dict "table" $route "first" (list "path" "backend" "backends")) }}
 {{- end }}
 {{- range $name := keys $config.backend | sortAlpha }}
 {{- if has $name $used }}

@@ -202,16 +202,23 @@ impl Dispatch {
                         self.forward(id, call, caller, headers, rounds_before, &mut audit)
                             .await
                     }
+                    Backends::Many(many) if call.method.is_list() => {
+                        Box::pin(many.list(self, id, call, &caller, headers)).await
+                    }
+                    // Renamed and handed to the backend's own route.
                     Backends::Many(many) => {
-                        let forward = many.forward(
-                            self,
-                            id,
-                            call,
-                            caller,
-                            headers,
-                            rounds_before,
-                            &mut audit,
-                        );
+                        let (mut call, audit) = (call, &mut audit);
+                        let forward = async {
+                            let member = many.member_for(self, &mut call, &caller, headers).await?;
+                            let method = call.method;
+                            let member_caller = Arc::new(caller.under(&member.route.access));
+                            let answer = self
+                                .for_route(member.route.clone())
+                                .forward(id, call, member_caller, headers, rounds_before, audit)
+                                .await;
+                            many.note_use(member, method, &answer);
+                            answer
+                        };
                         Box::pin(forward).await
                     }
                 };

@@ -12,6 +12,7 @@
 //! first failure is the answer.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use bytes::Bytes;
@@ -37,6 +38,9 @@ use crate::protocol::{gateway_implementation, Method, META_PROTOCOL_VERSION, SUP
 
 /// Pages of one backend's resources read to find which backend a URI belongs to.
 const MAX_LEARN_PAGES: usize = 10;
+
+/// The shortest time between two listings to learn URIs.
+const RELEARN_AFTER: Duration = Duration::from_secs(1);
 
 /// The largest cursor taken: a few backends' own cursors.
 const MAX_CURSOR_LEN: usize = 64 * 1024;
@@ -77,7 +81,7 @@ type Answered = (usize, Map<String, Value>);
 impl Aggregate {
     /// A merged page of `tools/list`, `prompts/list`, `resources/list` or
     /// `resources/templates/list`, what the caller may not see left out.
-    pub(super) async fn list(
+    pub(in crate::front) async fn list(
         &self,
         outer: &Dispatch,
         id: Value,
@@ -175,13 +179,19 @@ impl Aggregate {
     }
 
     /// Lists every backend's resources and templates (a bounded number of pages each), to
-    /// learn which backend a URI belongs to.
+    /// learn which backend a URI belongs to. One listing at a time, and none within
+    /// [`RELEARN_AFTER`] of the last: URIs no backend has cannot make the route list again and
+    /// again.
     pub(super) async fn learn_resources(
         &self,
         outer: &Dispatch,
         caller: &Arc<CallerAccess>,
         headers: &HeaderMap,
     ) {
+        let mut last = self.learned_at.lock().await;
+        if last.is_some_and(|at| at.elapsed() < RELEARN_AFTER) {
+            return;
+        }
         let learn = |i: usize, method: Method| async move {
             let member = &self.members[i];
             let key = names::items_key(method).unwrap_or_default();
@@ -228,6 +238,7 @@ impl Aggregate {
             ]
         });
         join_all(asked).await;
+        *last = Some(Instant::now());
     }
 
     /// `server/discover`: the backends' capabilities together, their instructions labelled.

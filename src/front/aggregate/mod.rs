@@ -29,7 +29,6 @@ use super::dispatch::Dispatch;
 use super::listen::Listens;
 use super::route::Route;
 use crate::access::CallerAccess;
-use crate::audit::PendingAudit;
 use crate::config::{OnBackendError, RouteConfig, NAME_SEPARATOR};
 use crate::error::GatewayError;
 use crate::http_serve::Body;
@@ -59,6 +58,9 @@ pub(crate) struct Aggregate {
     list_timeout: Duration,
     path: String,
     metrics: Arc<Metrics>,
+    /// When the backends' resources were last listed to learn URIs; held while listing, so
+    /// reads of unknown URIs at once wait for one listing.
+    learned_at: tokio::sync::Mutex<Option<std::time::Instant>>,
     /// What the backends' own listens are opened with: no limit (the route's listen took its
     /// place), the gateway's drain.
     member_listens: Arc<Listens>,
@@ -92,6 +94,7 @@ impl Aggregate {
             list_timeout: config.list_timeout,
             path: config.path.clone(),
             metrics,
+            learned_at: tokio::sync::Mutex::new(None),
             member_listens: Arc::new(Listens {
                 quota: Arc::new(Quota::new(usize::MAX, usize::MAX)),
                 keep_alive: listens.keep_alive,
@@ -117,23 +120,16 @@ impl Aggregate {
         (!original.is_empty()).then_some((member, original))
     }
 
-    /// A use of one item (a call, a prompt, a resource read, a completion), renamed and handed
-    /// to the backend that serves it; lists are merged. The route's policy allowed it already.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn forward(
+    /// The backend a use of one item goes to (a call, a prompt, a resource read, a completion),
+    /// the call renamed to the name that backend knows. The route's policy allowed it already.
+    pub(super) async fn member_for(
         &self,
         outer: &Dispatch,
-        id: Value,
-        mut call: ForwardedCall,
-        caller: Arc<CallerAccess>,
+        call: &mut ForwardedCall,
+        caller: &Arc<CallerAccess>,
         headers: &HeaderMap,
-        rounds_before: u32,
-        audit: &mut Option<PendingAudit>,
-    ) -> Result<Response<Body>, GatewayError> {
-        if call.method.is_list() {
-            return self.list(outer, id, call, &caller, headers).await;
-        }
-        let member = match call.method {
+    ) -> Result<&Member, GatewayError> {
+        match call.method {
             Method::ToolsCall | Method::PromptsGet => {
                 let exposed = call.target.clone().unwrap_or_default();
                 let Some((member, original)) = self.named(&exposed) else {
@@ -143,31 +139,30 @@ impl Aggregate {
                         Era::Modern,
                     ));
                 };
-                names::rename_target(&mut call, original);
-                member
+                names::rename_target(call, original);
+                Ok(member)
             }
             Method::ResourcesRead => {
                 let uri = call.target.clone().unwrap_or_default();
-                self.owner_of(outer, &uri, &caller, headers).await?
+                self.owner_of(outer, &uri, caller, headers).await
             }
-            Method::CompletionComplete => {
-                self.completion_owner(outer, &mut call, &caller, headers)
-                    .await?
-            }
-            _ => return Err(GatewayError::method_not_found(call.method.as_str())),
-        };
-        let method = call.method;
-        let member_caller = Arc::new(caller.under(&member.route.access));
-        let answer = outer
-            .for_route(member.route.clone())
-            .forward(id, call, member_caller, headers, rounds_before, audit)
-            .await;
-        if let Err(error) = &answer {
+            Method::CompletionComplete => self.completion_owner(outer, call, caller, headers).await,
+            _ => Err(GatewayError::method_not_found(call.method.as_str())),
+        }
+    }
+
+    /// A use of one of a backend's items failed: counted and logged when the backend failed.
+    pub(super) fn note_use(
+        &self,
+        member: &Member,
+        method: Method,
+        answer: &Result<Response<Body>, GatewayError>,
+    ) {
+        if let Err(error) = answer {
             if error.is_backend_failure() {
                 self.count_failure(member, method, "call_failed", error);
             }
         }
-        answer
     }
 
     /// The backend a resource URI belongs to: configured by prefix, or learned from the

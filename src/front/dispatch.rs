@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
+use super::aggregate::{Aggregate, ApplyOn};
 use super::authn::{scope_challenge, Principal};
 use super::listen::Listens;
 use super::reply::Reply;
@@ -55,6 +56,31 @@ pub(crate) struct Dispatch {
     pub calls_end: Arc<CancellationToken>,
     /// `[audit]`, if configured.
     pub audit: Option<Arc<AuditLog>>,
+    /// For a route over several backends: its names, merged answers and listens.
+    pub aggregate: Option<Arc<Aggregate>>,
+}
+
+impl ApplyOn for Dispatch {
+    fn apply_on<'a>(
+        &'a self,
+        route: Arc<Route>,
+        listens: Option<Arc<Listens>>,
+        request: McpRequest,
+        caller: Arc<CallerAccess>,
+        headers: &'a HeaderMap,
+    ) -> BoxFuture<'a, Result<Response<Body>, GatewayError>> {
+        let aggregate = match route.backends {
+            Backends::One(_) => None,
+            Backends::Many => self.aggregate.clone(),
+        };
+        let dispatch = Self {
+            route,
+            listens: listens.unwrap_or_else(|| self.listens.clone()),
+            aggregate,
+            ..self.clone()
+        };
+        Box::pin(async move { dispatch.apply(request, caller, headers).await })
+    }
 }
 
 impl Service<Request<McpRequest>> for Dispatch {
@@ -100,9 +126,10 @@ impl Service<Request<McpRequest>> for Dispatch {
 
 impl Dispatch {
     /// This dispatch for one backend's own route (on a route over several).
-    pub(super) fn for_route(&self, route: Arc<Route>) -> Self {
+    fn for_member(&self, route: Arc<Route>) -> Self {
         Self {
             route,
+            aggregate: None,
             ..self.clone()
         }
     }
@@ -122,7 +149,7 @@ impl Dispatch {
         } = request;
         match command {
             Command::Discover { scope } => {
-                if let Backends::Many(many) = &route.backends {
+                if let Some(many) = &self.aggregate {
                     return many.discover(self, id, scope, &caller, headers).await;
                 }
                 let identity = caller.session_identity().await?;
@@ -150,7 +177,7 @@ impl Dispatch {
                 params,
                 client_capabilities,
             } => {
-                if let Backends::Many(many) = &route.backends {
+                if let Some(many) = &self.aggregate {
                     let listen = (params, client_capabilities);
                     return many.listen(self, id, listen, &caller, headers).await;
                 }
@@ -197,23 +224,23 @@ impl Dispatch {
                     }
                     return Err(refusal);
                 }
-                let answer = match &route.backends {
-                    Backends::One(_) => {
+                let answer = match &self.aggregate {
+                    None => {
                         self.forward(id, call, caller, headers, rounds_before, &mut audit)
                             .await
                     }
-                    Backends::Many(many) if call.method.is_list() => {
+                    Some(many) if call.method.is_list() => {
                         Box::pin(many.list(self, id, call, &caller, headers)).await
                     }
                     // Renamed and handed to the backend's own route.
-                    Backends::Many(many) => {
+                    Some(many) => {
                         let (mut call, audit) = (call, &mut audit);
                         let forward = async {
                             let member = many.member_for(self, &mut call, &caller, headers).await?;
                             let method = call.method;
                             let member_caller = Arc::new(caller.under(&member.route.access));
                             let answer = self
-                                .for_route(member.route.clone())
+                                .for_member(member.route.clone())
                                 .forward(id, call, member_caller, headers, rounds_before, audit)
                                 .await;
                             many.note_use(member, method, &answer);

@@ -180,7 +180,11 @@ struct Shared<'a> {
 }
 
 /// The layers of one route, in the order a request meets them.
-fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
+fn route_stack(
+    route: &Arc<Route>,
+    aggregate: Option<Arc<aggregate::Aggregate>>,
+    shared: &Shared<'_>,
+) -> RouteService {
     let Shared {
         server,
         bridge,
@@ -204,20 +208,25 @@ fn route_stack(route: &Arc<Route>, shared: &Shared<'_>) -> RouteService {
         stream_after: server.stream_after,
         calls_end: calls_end.clone(),
         audit: audit.clone(),
+        aggregate: aggregate.clone(),
     };
-    let door = route.config.serves_legacy().then(|| {
-        let backend = match &route.backends {
-            route::Backends::One(pool) => EndpointBackend::One(pool.clone()),
-            route::Backends::Many(many) => {
-                // The session's door keeps the audit of its requests.
-                let inner = dispatch::Dispatch {
-                    audit: None,
-                    ..dispatch.clone()
-                };
-                let server = aggregate::AggregateServer::new(inner, many.request_timeout());
-                EndpointBackend::Local(Arc::new(server))
-            }
-        };
+    // What a 2025-11-25 session connects to: the one backend, or the route itself.
+    let sessions_reach = match (&aggregate, &route.backends) {
+        (Some(many), _) => {
+            // The session's door keeps the audit of its requests.
+            let inner = Arc::new(dispatch::Dispatch {
+                audit: None,
+                ..dispatch.clone()
+            });
+            let timeout = many.request_timeout();
+            let server = aggregate::AggregateServer::new(inner, route.clone(), timeout);
+            Some(EndpointBackend::Local(Arc::new(server)))
+        }
+        (None, route::Backends::One(pool)) => Some(EndpointBackend::One(pool.clone())),
+        (None, route::Backends::Many) => None,
+    };
+    let sessions_reach = sessions_reach.filter(|_| route.config.serves_legacy());
+    let door = sessions_reach.map(|backend| {
         Arc::new(crate::legacy::serve::Door {
             sessions: legacy.clone(),
             endpoint: crate::legacy::serve::Endpoint {
@@ -384,6 +393,7 @@ impl Gateway {
             None => None,
         };
         let mut routes = HashMap::new();
+        let mut aggregates = HashMap::new();
         for route in &config.routes {
             let auth = Authenticator::new(&route.auth, auth_client.clone()).map_err(|source| {
                 StartError::Auth {
@@ -405,11 +415,11 @@ impl Gateway {
                         path: route.path.clone(),
                         problem,
                     })?;
-                let aggregate =
-                    aggregate::Aggregate::new(route, members, metrics.clone(), &listens);
+                let many = aggregate::Aggregate::new(route, members, metrics.clone(), &listens);
+                aggregates.insert(route.path.clone(), Arc::new(many));
                 Arc::new(Route {
                     config: route.clone(),
-                    backends: route::Backends::Many(Arc::new(aggregate)),
+                    backends: route::Backends::Many,
                     state_scope: route.path.clone(),
                     tool_headers: Default::default(),
                     auth,
@@ -438,8 +448,10 @@ impl Gateway {
                     metrics: metrics.clone(),
                 })
             };
+            let aggregate = aggregates.get(&route.config.path).cloned();
             let stack = route_stack(
                 &route,
+                aggregate,
                 &Shared {
                     server: &config.server,
                     bridge: &bridge,

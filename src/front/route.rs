@@ -1,5 +1,5 @@
 //! Routes: one MCP endpoint per configured path, the backend pool behind it (or the several
-//! backends it serves together, [`Aggregate`]), and what the endpoint says about itself as an
+//! backends it serves together, `aggregate`), and what the endpoint says about itself as an
 //! OAuth protected resource (RFC 9728).
 
 use std::sync::Arc;
@@ -7,7 +7,6 @@ use std::sync::Arc;
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 
-use super::aggregate::Aggregate;
 use super::param_headers::ToolHeaders;
 use crate::access::RouteAccess;
 use crate::auth::Authenticator;
@@ -24,8 +23,9 @@ pub(crate) const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-re
 pub(crate) enum Backends {
     /// One backend's pool, handed to the bridge, which leases its sessions.
     One(Arc<Pool>),
-    /// Several backends, each served as a route of its own, their names mapped.
-    Many(Arc<Aggregate>),
+    /// Several backends, each served as a route of its own, their names mapped: the route's
+    /// `aggregate::Aggregate`, which its dispatch holds.
+    Many,
 }
 
 /// One MCP endpoint and the backend behind it.
@@ -45,11 +45,11 @@ pub(crate) struct Route {
 
 impl Route {
     /// The pool of a route that serves one backend. A route over several answers through its
-    /// [`Aggregate`], which hands each request to one backend's own route.
+    /// aggregate, which hands each request to one backend's own route.
     pub(crate) fn pool(&self) -> Result<&Arc<Pool>, GatewayError> {
         match &self.backends {
             Backends::One(pool) => Ok(pool),
-            Backends::Many(_) => Err(GatewayError::Internal(
+            Backends::Many => Err(GatewayError::Internal(
                 "a route over several backends has no one pool".into(),
             )),
         }

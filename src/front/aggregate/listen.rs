@@ -22,12 +22,11 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::{json, Map, Value};
 
-use super::{Aggregate, Member};
+use super::{Aggregate, ApplyOn, Member};
 use crate::access::CallerAccess;
 use crate::backend::modern::{Exchange, ModernEvent};
 use crate::backend::BackendError;
 use crate::error::GatewayError;
-use crate::front::dispatch::Dispatch;
 use crate::front::listen::{listen_result, relayed_notice, tagged, Filter};
 use crate::front::request::{Command, McpRequest};
 use crate::http_serve::{sse_frame, sse_response, Body, KEEP_ALIVE};
@@ -41,18 +40,18 @@ impl Aggregate {
     /// Opens the merged listen: each backend's, then one stream.
     pub(in crate::front) async fn listen(
         &self,
-        outer: &Dispatch,
+        via: &dyn ApplyOn,
         id: Value,
         (params, client_capabilities): (Map<String, Value>, Value),
         caller: &Arc<CallerAccess>,
         headers: &HeaderMap,
     ) -> Result<Response<Body>, GatewayError> {
         let filter = Filter::parse(&params)?;
-        let place = outer.listens.place(caller.principal())?;
+        let place = self.listens.place(caller.principal())?;
         let mut by_member: Vec<Option<Vec<String>>> = vec![None; self.members.len()];
         if let Some(uris) = &filter.resource_subscriptions {
             if uris.iter().any(|uri| self.resources.owner(uri).is_none()) {
-                self.learn_resources(outer, caller, headers).await;
+                self.learn_resources(via, caller, headers).await;
             }
             for uri in uris.iter().filter(|uri| caller.hears_of(uri)) {
                 // A URI no backend lists or fits is nobody's: not subscribed, not acknowledged.
@@ -73,7 +72,7 @@ impl Aggregate {
                 params,
                 client_capabilities: client_capabilities.clone(),
             };
-            self.open_one(outer, member, &id, command, caller, headers)
+            self.open_one(via, member, &id, command, caller, headers)
         });
         let opened = join_all(opened).await;
         let mut honoured = Map::new();
@@ -110,14 +109,14 @@ impl Aggregate {
             Some(&json!({ "notifications": honoured })),
             &id,
         );
-        Ok(self.merged_stream(outer, id, acknowledged, merged, caller.clone(), place))
+        Ok(self.merged_stream(id, acknowledged, merged, caller.clone(), place))
     }
 
     /// One backend's listen, opened by its own route within `list_timeout`: its
     /// acknowledgement, and the rest of its events.
     async fn open_one(
         &self,
-        outer: &Dispatch,
+        via: &dyn ApplyOn,
         member: &Member,
         id: &Value,
         command: Command,
@@ -131,12 +130,11 @@ impl Aggregate {
             body: Bytes::new(),
         };
         let member_caller = Arc::new(caller.under(&member.route.access));
-        let dispatch = Dispatch {
-            listens: self.member_listens.clone(),
-            ..outer.for_route(member.route.clone())
-        };
+        let (route, listens) = (member.route.clone(), Some(self.member_listens.clone()));
         let open = async {
-            let response = dispatch.apply(request, member_caller, headers).await?;
+            let response = via
+                .apply_on(route, listens, request, member_caller, headers)
+                .await?;
             let mut exchange = Exchange::from_response(id.clone(), response).await?;
             match exchange.next().await {
                 Some(Ok(ModernEvent::Notify(first))) => Ok((first, exchange)),
@@ -171,7 +169,6 @@ impl Aggregate {
     /// The merged stream: the acknowledgement, then every backend's news, keep-alives between.
     fn merged_stream(
         &self,
-        outer: &Dispatch,
         id: Value,
         acknowledged: Value,
         merged: SelectAll<MemberEvents>,
@@ -179,9 +176,9 @@ impl Aggregate {
         place: Place,
     ) -> Response<Body> {
         let first = stream::once(async move { sse_frame(&acknowledged) });
-        let mut keep_alive = tokio::time::interval(outer.keep_alive);
+        let mut keep_alive = tokio::time::interval(self.listens.keep_alive);
         keep_alive.reset();
-        let drain = outer.listens.drain.clone();
+        let drain = self.listens.drain.clone();
         let state = Some((merged, keep_alive, id, caller, drain, place));
         let rest = stream::unfold(state, |state| async move {
             let (mut merged, mut keep_alive, id, caller, drain, place) = state?;

@@ -11,26 +11,30 @@ use futures_util::future::BoxFuture;
 use http::HeaderMap;
 use serde_json::json;
 
+use super::ApplyOn;
 use crate::access::CallerAccess;
 use crate::backend::modern::{request_headers, Exchange, ModernEvent, ModernRequest};
 use crate::backend::BackendError;
-use crate::front::dispatch::Dispatch;
 use crate::front::request::{parse, Parsed};
+use crate::front::route::Route;
 use crate::legacy::LocalServer;
 
 /// The route over several backends, served to its 2025-11-25 sessions.
 pub(crate) struct AggregateServer {
     /// The route's innermost service, without the audit (the door keeps it).
-    pub dispatch: Dispatch,
+    via: Arc<dyn ApplyOn>,
+    /// The route itself.
+    route: Arc<Route>,
     /// Longest one request may take: the longest of the backends' `request_timeout`.
-    pub request_timeout: Duration,
+    request_timeout: Duration,
     next_id: AtomicU64,
 }
 
 impl AggregateServer {
-    pub(crate) fn new(dispatch: Dispatch, request_timeout: Duration) -> Self {
+    pub(crate) fn new(via: Arc<dyn ApplyOn>, route: Arc<Route>, request_timeout: Duration) -> Self {
         Self {
-            dispatch,
+            via,
+            route,
             request_timeout,
             next_id: AtomicU64::new(1),
         }
@@ -44,7 +48,7 @@ impl LocalServer for AggregateServer {
         request: ModernRequest,
     ) -> BoxFuture<'static, Result<Exchange, BackendError>> {
         let id = json!(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let dispatch = self.dispatch.clone();
+        let (via, route) = (self.via.clone(), self.route.clone());
         Box::pin(async move {
             let message = json!({
                 "jsonrpc": "2.0",
@@ -69,7 +73,7 @@ impl LocalServer for AggregateServer {
                     return Ok(Exchange::answered(id, ModernEvent::Error { error }));
                 }
             };
-            match dispatch.apply(parsed, caller, &headers).await {
+            match via.apply_on(route, None, parsed, caller, &headers).await {
                 Ok(response) => Exchange::from_response(id, response).await,
                 Err(error) => {
                     let error = error.to_jsonrpc();

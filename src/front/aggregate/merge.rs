@@ -23,12 +23,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::names::{self, expose_items, instructions_of};
-use super::{Aggregate, Member};
+use super::{Aggregate, ApplyOn, Member};
 use crate::access::CallerAccess;
 use crate::backend::modern::MODERN_VERSION;
 use crate::config::OnBackendError;
 use crate::error::GatewayError;
-use crate::front::dispatch::Dispatch;
 use crate::front::request::{Command, McpRequest};
 use crate::front::translate;
 use crate::http_serve::{json_response, labeled, Body};
@@ -83,7 +82,7 @@ impl Aggregate {
     /// `resources/templates/list`, what the caller may not see left out.
     pub(in crate::front) async fn list(
         &self,
-        outer: &Dispatch,
+        via: &dyn ApplyOn,
         id: Value,
         call: ForwardedCall,
         caller: &Arc<CallerAccess>,
@@ -109,7 +108,7 @@ impl Aggregate {
                 trace_headers: call.trace_headers.clone(),
             };
             self.part(
-                outer,
+                via,
                 &self.members[*i],
                 Command::Forward(request),
                 caller,
@@ -140,7 +139,7 @@ impl Aggregate {
             merged.insert("nextCursor".into(), json!(next.encode()));
         }
         caller.filter_list(method, &mut merged);
-        let config = &outer.route.config;
+        let config = &self.config;
         let stamped = translate::stamp_result(
             method,
             &raw(&Value::Object(merged)),
@@ -184,7 +183,7 @@ impl Aggregate {
     /// again.
     pub(super) async fn learn_resources(
         &self,
-        outer: &Dispatch,
+        via: &dyn ApplyOn,
         caller: &Arc<CallerAccess>,
         headers: &HeaderMap,
     ) {
@@ -218,7 +217,7 @@ impl Aggregate {
                     },
                     trace_headers: Vec::new(),
                 };
-                let part = self.part(outer, member, Command::Forward(request), caller, headers);
+                let part = self.part(via, member, Command::Forward(request), caller, headers);
                 let Ok(result) = part.await else {
                     return;
                 };
@@ -244,7 +243,7 @@ impl Aggregate {
     /// `server/discover`: the backends' capabilities together, their instructions labelled.
     pub(in crate::front) async fn discover(
         &self,
-        outer: &Dispatch,
+        via: &dyn ApplyOn,
         id: Value,
         scope: RequestScope,
         caller: &Arc<CallerAccess>,
@@ -254,7 +253,7 @@ impl Aggregate {
             let command = Command::Discover {
                 scope: scope.clone(),
             };
-            self.part(outer, member, command, caller, headers)
+            self.part(via, member, command, caller, headers)
         });
         let parts = join_all(asked).await;
         let mut capabilities = Map::new();
@@ -279,7 +278,7 @@ impl Aggregate {
         let stamped = translate::stamp_result(
             Method::Discover,
             &raw(&Value::Object(result)),
-            &outer.route.config,
+            &self.config,
             Some(&gateway_implementation()),
             false,
         );
@@ -327,7 +326,7 @@ impl Aggregate {
     /// its result read.
     async fn part(
         &self,
-        outer: &Dispatch,
+        via: &dyn ApplyOn,
         member: &Member,
         command: Command,
         caller: &Arc<CallerAccess>,
@@ -340,9 +339,11 @@ impl Aggregate {
             body: Bytes::new(),
         };
         let member_caller = Arc::new(caller.under(&member.route.access));
-        let dispatch = outer.for_route(member.route.clone());
+        let route = member.route.clone();
         let answer = async {
-            let response = dispatch.apply(request, member_caller, headers).await?;
+            let response = via
+                .apply_on(route, None, request, member_caller, headers)
+                .await?;
             result_of(response).await
         };
         match tokio::time::timeout(self.list_timeout, answer).await {

@@ -21,12 +21,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use http::{HeaderMap, Response};
 use serde_json::Value;
 
 use self::resources::Resources;
-use super::dispatch::Dispatch;
 use super::listen::Listens;
+use super::request::McpRequest;
 use super::route::Route;
 use crate::access::CallerAccess;
 use crate::config::{OnBackendError, RouteConfig, NAME_SEPARATOR};
@@ -47,6 +48,21 @@ pub(crate) struct Member {
     pub route: Arc<Route>,
 }
 
+/// Applying one request on a route, as the front's innermost service does: what a route over
+/// several backends asks of it for each backend's part. (The dispatch stands above this module
+/// and implements it.)
+pub(crate) trait ApplyOn: Send + Sync {
+    /// `request` applied on `route`; `listens` instead of the dispatch's own, if given.
+    fn apply_on<'a>(
+        &'a self,
+        route: Arc<Route>,
+        listens: Option<Arc<Listens>>,
+        request: McpRequest,
+        caller: Arc<CallerAccess>,
+        headers: &'a HeaderMap,
+    ) -> BoxFuture<'a, Result<Response<Body>, GatewayError>>;
+}
+
 /// The backends of a route over several, and what routes a request to one of them.
 pub(crate) struct Aggregate {
     members: Vec<Member>,
@@ -56,8 +72,11 @@ pub(crate) struct Aggregate {
     on_error: OnBackendError,
     /// Longest one backend may take over its part of a merged answer.
     list_timeout: Duration,
-    path: String,
+    /// The route's own: its merged answers are stamped with its hints.
+    config: RouteConfig,
     metrics: Arc<Metrics>,
+    /// The gateway's listens: the route's listen takes its place there.
+    listens: Arc<Listens>,
     /// When the backends' resources were last listed to learn URIs; held while listing, so
     /// reads of unknown URIs at once wait for one listing.
     learned_at: tokio::sync::Mutex<Option<std::time::Instant>>,
@@ -71,7 +90,7 @@ impl Aggregate {
         config: &RouteConfig,
         members: Vec<Member>,
         metrics: Arc<Metrics>,
-        listens: &Listens,
+        listens: &Arc<Listens>,
     ) -> Self {
         let by_prefix = members
             .iter()
@@ -92,8 +111,9 @@ impl Aggregate {
             resources: Resources::new(configured),
             on_error: config.on_backend_error,
             list_timeout: config.list_timeout,
-            path: config.path.clone(),
+            config: config.clone(),
             metrics,
+            listens: listens.clone(),
             learned_at: tokio::sync::Mutex::new(None),
             member_listens: Arc::new(Listens {
                 quota: Arc::new(Quota::new(usize::MAX, usize::MAX)),
@@ -124,7 +144,7 @@ impl Aggregate {
     /// the call renamed to the name that backend knows. The route's policy allowed it already.
     pub(super) async fn member_for(
         &self,
-        outer: &Dispatch,
+        via: &dyn ApplyOn,
         call: &mut ForwardedCall,
         caller: &Arc<CallerAccess>,
         headers: &HeaderMap,
@@ -144,9 +164,9 @@ impl Aggregate {
             }
             Method::ResourcesRead => {
                 let uri = call.target.clone().unwrap_or_default();
-                self.owner_of(outer, &uri, caller, headers).await
+                self.owner_of(via, &uri, caller, headers).await
             }
-            Method::CompletionComplete => self.completion_owner(outer, call, caller, headers).await,
+            Method::CompletionComplete => self.completion_owner(via, call, caller, headers).await,
             _ => Err(GatewayError::method_not_found(call.method.as_str())),
         }
     }
@@ -169,7 +189,7 @@ impl Aggregate {
     /// backends' lists (listed again once if the URI is new to this replica).
     async fn owner_of(
         &self,
-        outer: &Dispatch,
+        via: &dyn ApplyOn,
         uri: &str,
         caller: &Arc<CallerAccess>,
         headers: &HeaderMap,
@@ -177,7 +197,7 @@ impl Aggregate {
         if let Some(i) = self.resources.owner(uri) {
             return Ok(&self.members[i]);
         }
-        self.learn_resources(outer, caller, headers).await;
+        self.learn_resources(via, caller, headers).await;
         match self.resources.owner(uri) {
             Some(i) => Ok(&self.members[i]),
             None => Err(GatewayError::unknown_item(
@@ -192,7 +212,7 @@ impl Aggregate {
     /// its URI.
     async fn completion_owner(
         &self,
-        outer: &Dispatch,
+        via: &dyn ApplyOn,
         call: &mut ForwardedCall,
         caller: &Arc<CallerAccess>,
         headers: &HeaderMap,
@@ -214,7 +234,7 @@ impl Aggregate {
             }
             Some("ref/resource") => {
                 let uri = text("uri").unwrap_or_default();
-                self.owner_of(outer, &uri, caller, headers).await
+                self.owner_of(via, &uri, caller, headers).await
             }
             _ => Err(GatewayError::invalid_params(
                 "ref must be a ref/prompt with a name or a ref/resource with a uri",
@@ -226,10 +246,10 @@ impl Aggregate {
     fn count_failure(&self, member: &Member, method: Method, outcome: &str, error: &GatewayError) {
         self.metrics
             .member_failures
-            .with_label_values(&[&self.path, &member.name, method.as_str(), outcome])
+            .with_label_values(&[&self.config.path, &member.name, method.as_str(), outcome])
             .inc();
         tracing::warn!(
-            route = %self.path,
+            route = %self.config.path,
             backend = %member.name,
             method = method.as_str(),
             outcome,

@@ -81,6 +81,10 @@ impl ApplyOn for Dispatch {
         };
         Box::pin(async move { dispatch.apply(request, caller, headers).await })
     }
+
+    fn to_shared(&self) -> Arc<dyn ApplyOn> {
+        Arc::new(self.clone())
+    }
 }
 
 impl Service<Request<McpRequest>> for Dispatch {

@@ -125,6 +125,7 @@ fn member_route(
         ..route.clone()
     };
     Ok(aggregate::Member {
+        finishing: Default::default(),
         name: name.to_string(),
         prefix: format!("{}{}", route.prefix_of(name), crate::config::NAME_SEPARATOR),
         route: Arc::new(Route {

@@ -665,3 +665,40 @@ async fn progress_and_cancellation_reach_each_backend() {
         .await;
     harness.stop().await;
 }
+
+#[tokio::test]
+async fn a_backend_slower_to_start_than_list_timeout_is_ready_for_a_later_list() {
+    let harness = Harness::start_with_env(
+        Backend::Stdio,
+        &[("LEGACY_BACKEND_START_DELAY_MS", "1500")],
+        |config| {
+            two_eras(config);
+            config.mcp_route().list_timeout = Duration::from_millis(500);
+        },
+    )
+    .await;
+    let names = |tools: &[Value]| -> Vec<String> {
+        tools
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect()
+    };
+    // The first list leaves the legacy backend out: its session is still starting.
+    let first = all_tools(&harness.url).await;
+    assert!(
+        names(&first).iter().all(|n| n.starts_with("new__")),
+        "{:?}",
+        names(&first)
+    );
+    // Its start was not cut off with the list: a later list has it.
+    let mut later = Vec::new();
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        later = names(&all_tools(&harness.url).await);
+        if later.iter().any(|n| n == "old__echo") {
+            break;
+        }
+    }
+    assert!(later.iter().any(|n| n == "old__echo"), "{later:?}");
+    harness.stop().await;
+}

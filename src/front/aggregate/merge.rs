@@ -15,23 +15,22 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use bytes::Bytes;
 use futures_util::future::join_all;
 use http::{HeaderMap, Response, StatusCode};
-use http_body_util::BodyExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::names::{self, expose_items, instructions_of};
-use super::{Aggregate, ApplyOn, Member};
+use super::part::Part;
+use super::{Aggregate, ApplyOn};
 use crate::access::CallerAccess;
 use crate::backend::modern::MODERN_VERSION;
 use crate::config::OnBackendError;
 use crate::error::GatewayError;
-use crate::front::request::{Command, McpRequest};
+use crate::front::request::Command;
 use crate::front::translate;
 use crate::http_serve::{json_response, labeled, Body};
-use crate::jsonrpc::{self, raw, JsonRpcError};
+use crate::jsonrpc::{self, raw};
 use crate::mrtr::{ForwardedCall, RequestScope};
 use crate::protocol::{gateway_implementation, Method, META_PROTOCOL_VERSION, SUPPORTED_VERSIONS};
 
@@ -70,9 +69,6 @@ impl Cursor {
             .filter(|c| !c.pending.is_empty())
     }
 }
-
-/// One backend's part of a merged answer.
-type Part = Result<Map<String, Value>, GatewayError>;
 
 /// A part that answered, by the backend's index.
 type Answered = (usize, Map<String, Value>);
@@ -321,84 +317,6 @@ impl Aggregate {
             _ => Ok(answered),
         }
     }
-
-    /// One backend's part: the request applied by its own route, within `list_timeout`, and
-    /// its result read.
-    async fn part(
-        &self,
-        via: &dyn ApplyOn,
-        member: &Member,
-        command: Command,
-        caller: &Arc<CallerAccess>,
-        headers: &HeaderMap,
-    ) -> Part {
-        let request = McpRequest {
-            id: json!(0),
-            command,
-            caller_trace: Vec::new(),
-            body: Bytes::new(),
-        };
-        let member_caller = Arc::new(caller.under(&member.route.access));
-        let route = member.route.clone();
-        let answer = async {
-            let response = via
-                .apply_on(route, None, request, member_caller, headers)
-                .await?;
-            result_of(response).await
-        };
-        match tokio::time::timeout(self.list_timeout, answer).await {
-            Ok(part) => part,
-            Err(_) => Err(GatewayError::BackendTimeout(format!(
-                "no answer within {:?}",
-                self.list_timeout
-            ))),
-        }
-    }
-}
-
-/// The result of a response a route wrote (a JSON body, or an SSE stream whose last message is
-/// the answer); an error answer as the error.
-async fn result_of(response: Response<Body>) -> Part {
-    let stream = response
-        .headers()
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| GatewayError::Internal(format!("reading a backend's part: {e}")))?
-        .to_bytes();
-    let message: Option<Value> = if stream {
-        let text = String::from_utf8_lossy(&body);
-        text.split("\n\n")
-            .filter_map(|event| {
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                serde_json::from_str::<Value>(&data.join("\n")).ok()
-            })
-            .filter(|m| m.get("result").is_some() || m.get("error").is_some())
-            .last()
-    } else {
-        serde_json::from_slice(&body).ok()
-    };
-    let Some(mut message) = message else {
-        return Err(GatewayError::Internal(
-            "a backend's part had no answer".into(),
-        ));
-    };
-    if let Some(Value::Object(result)) = message.get_mut("result").map(Value::take) {
-        return Ok(result);
-    }
-    let error = message
-        .get_mut("error")
-        .map(Value::take)
-        .and_then(|e| serde_json::from_value::<JsonRpcError>(e).ok())
-        .unwrap_or_else(|| JsonRpcError::new(crate::jsonrpc::codes::INTERNAL_ERROR, "no result"));
-    Err(GatewayError::Backend(error))
 }
 
 /// Capabilities put together: objects merged, a flag on where any backend has it on.

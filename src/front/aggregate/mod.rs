@@ -13,17 +13,20 @@ mod listen;
 mod local;
 mod merge;
 mod names;
+mod part;
 mod resources;
 
 pub(crate) use self::local::AggregateServer;
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use http::{HeaderMap, Response};
 use serde_json::Value;
+use tokio_util::task::TaskTracker;
 
 use self::resources::Resources;
 use super::listen::Listens;
@@ -46,6 +49,8 @@ pub(crate) struct Member {
     pub prefix: String,
     /// The backend's own route: its pool, its rules for what it is told about callers.
     pub route: Arc<Route>,
+    /// A late part of the backend's is finishing in the background.
+    pub finishing: Arc<AtomicBool>,
 }
 
 /// Applying one request on a route, as the front's innermost service does: what a route over
@@ -61,6 +66,9 @@ pub(crate) trait ApplyOn: Send + Sync {
         caller: Arc<CallerAccess>,
         headers: &'a HeaderMap,
     ) -> BoxFuture<'a, Result<Response<Body>, GatewayError>>;
+
+    /// The same, shared: for a part that may outlive the request that started it.
+    fn to_shared(&self) -> Arc<dyn ApplyOn>;
 }
 
 /// The backends of a route over several, and what routes a request to one of them.
@@ -80,6 +88,8 @@ pub(crate) struct Aggregate {
     /// When the backends' resources were last listed to learn URIs; held while listing, so
     /// reads of unknown URIs at once wait for one listing.
     learned_at: tokio::sync::Mutex<Option<std::time::Instant>>,
+    /// Late parts finishing in the background; each ends on its own or at the drain.
+    late_parts: TaskTracker,
     /// What the backends' own listens are opened with: no limit (the route's listen took its
     /// place), the gateway's drain.
     member_listens: Arc<Listens>,
@@ -115,6 +125,7 @@ impl Aggregate {
             metrics,
             listens: listens.clone(),
             learned_at: tokio::sync::Mutex::new(None),
+            late_parts: TaskTracker::new(),
             member_listens: Arc::new(Listens {
                 quota: Arc::new(Quota::new(usize::MAX, usize::MAX)),
                 keep_alive: listens.keep_alive,

@@ -54,6 +54,16 @@ async fn check_config_accepts_the_examples_and_names_the_bad_key() {
         String::from_utf8_lossy(&ok.stderr)
     );
     assert!(String::from_utf8_lossy(&ok.stdout).contains("ok (1 route(s), 1 backend(s))"));
+    let many = Command::new(BIN)
+        .args(["check-config", &format!("{root}/config/many.example.toml")])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&many.stdout).contains("ok (1 route(s), 3 backend(s))"),
+        "{}",
+        String::from_utf8_lossy(&many.stderr)
+    );
     let http = Command::new(BIN)
         .args(["check-config", &format!("{root}/config/http.example.toml")])
         .env("TICKETS_EXCHANGE_SECRET", "example-secret")

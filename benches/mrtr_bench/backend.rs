@@ -260,7 +260,9 @@ pub fn passthrough_tools() -> Vec<Value> {
     ]
 }
 
-fn tools_list() -> Value {
+/// `{"tools": [...]}`: `echo`, `large` and `elicit`, in this order (M9 checks merged lists
+/// against it).
+pub fn tools_list() -> Value {
     let mut tools = passthrough_tools();
     tools.push(json!({
         "name": "elicit",

@@ -7,8 +7,11 @@
 //!
 //! The fast backend answers both revisions, so a gateway in front of it names the backend's
 //! `era` instead of probing: `2025-11-25` (sessions, the gateway's own rounds) for every
-//! scenario but the 2026-07-28 rows of M1 and M2, which fix `2026-07-28` (the relay, and the
+//! scenario but the 2026-07-28 rows of M1, M2 and M9, which fix `2026-07-28` (the relay, and the
 //! reverse bridge for 2025-11-25 clients).
+//!
+//! M9's route over several backends ([`AggregateGatewayConfig`]) names one `[backend.bN]` table
+//! per fast backend process, all with the same era and pool as [`HttpGatewayConfig`]'s one.
 
 use crate::procs::GATEWAY_EXE;
 
@@ -122,6 +125,68 @@ impl HttpGatewayConfig {
             ttl = self.held_ttl_s,
             held = self.max_held,
         )
+    }
+}
+
+/// A gateway whose one route serves several fast backends at one endpoint: `backends = ["b1",
+/// ..., "bN"]`, one `[backend.bN]` table per URL (in order), each backend's tools exposed as
+/// `bN__NAME` (the default prefix: the backend's name).
+pub struct AggregateGatewayConfig {
+    /// One fast backend per URL, named `b1`, `b2`, ... in this order.
+    pub backend_urls: Vec<String>,
+    /// `era` of every backend: set, never probed.
+    pub era: BackendEra,
+    /// `pool.max_sessions` of each backend.
+    pub max_sessions: usize,
+    /// `list_timeout` in ms: longest one backend may take over its part of a merged list.
+    pub list_timeout_ms: u64,
+}
+
+impl AggregateGatewayConfig {
+    /// `backend_urls` behind one route, each backend fixed to `era`, the route's `list_timeout`
+    /// at its default (5 s) written out.
+    pub fn new(backend_urls: Vec<String>, era: BackendEra) -> Self {
+        Self {
+            backend_urls,
+            era,
+            max_sessions: 256,
+            list_timeout_ms: 5_000,
+        }
+    }
+
+    /// The name of the backend at `index` (from 0): its table and its tools' prefix.
+    pub fn backend_name(index: usize) -> String {
+        format!("b{}", index + 1)
+    }
+
+    /// `on_backend_error = "fail"`: a backend that fails its part fails the whole answer, with
+    /// its name, instead of leaving its tools out without a trace in the answer.
+    pub fn to_toml(&self) -> String {
+        let names: Vec<String> = (0..self.backend_urls.len())
+            .map(Self::backend_name)
+            .collect();
+        let mut text = format!(
+            "{server}\
+             [[route]]\npath = \"/mcp\"\nbackends = [{backends}]\non_backend_error = \"fail\"\n\
+             list_timeout = \"{timeout}ms\"\n",
+            server = server_table(false, 0),
+            backends = names
+                .iter()
+                .map(|name| toml_string(name))
+                .collect::<Vec<_>>()
+                .join(", "),
+            timeout = self.list_timeout_ms,
+        );
+        for (name, url) in names.iter().zip(&self.backend_urls) {
+            text.push_str(&format!(
+                "\n[backend.{name}]\ntransport = \"http\"\nurl = {url}\nera = \"{era}\"\n\n\
+                 [backend.{name}.pool]\nmax_sessions = {max_sessions}\nqueue_wait = \"30s\"\n",
+                url = toml_string(url),
+                era = self.era.as_str(),
+                max_sessions = self.max_sessions,
+            ));
+        }
+        text
     }
 }
 

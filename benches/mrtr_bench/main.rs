@@ -1,5 +1,5 @@
 //! `mrtr-bench`, the gateway's macro benchmark:
-//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6,m7,m8]`.
+//! `cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6,m7,m8,m9]`.
 //!
 //! Everything runs on loopback, every loop is bounded by a duration or a count, and every
 //! process the benchmark starts is stopped by its PID when its guard is dropped.
@@ -22,7 +22,8 @@
 //!   2025-11-25 (the SSE stream and the POSTed answer), at a gateway or at the backend;
 //! - `load.rs`: the load drivers and their latency histograms;
 //! - `m1_passthrough.rs`, `m2_elicitation.rs`, `m3_capacity.rs`, `m4_stdio_pool.rs`,
-//!   `m5_roots.rs`, `m6_forwarded.rs`, `m7_bursts.rs`, `m8_alternatives.rs`: the scenarios;
+//!   `m5_roots.rs`, `m6_forwarded.rs`, `m7_bursts.rs`, `m8_alternatives.rs`,
+//!   `m9_aggregate.rs`: the scenarios;
 //! - `report.rs` and `chart.rs`: the Markdown tables, `m1.svg` and `m1-large.svg`.
 //!
 //! M1 and M2 run against one backend, which speaks both revisions, and two gateways in front
@@ -32,6 +33,9 @@
 //! `gateway` (the legacy path), `nginx`, `direct (2026-07-28)` and `gateway relay`. M2's rows:
 //! the native 2025-11-25 round, the direct 2026-07-28 round, the gateway's own round (three
 //! settle settings), the relayed round and the reverse bridge's round.
+//!
+//! M9 starts backends of its own: one fast backend process per backend of a route over 1, 3
+//! and 10 backends, with a gateway fixed to each era in turn in front of them.
 //!
 //! `--smoke` runs every scenario with tiny sizes (well under a minute) and exits non-zero if any
 //! request failed or any process did not start; it requires nginx when it includes M1, and the
@@ -51,6 +55,7 @@ mod m5_roots;
 mod m6_forwarded;
 mod m7_bursts;
 mod m8_alternatives;
+mod m9_aggregate;
 mod procs;
 mod report;
 mod roots_backend;
@@ -71,7 +76,7 @@ use report::Findings;
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 const USAGE: &str =
-    "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6,m7,m8]";
+    "usage: cargo bench --bench mrtr-bench -- [--smoke] [--out DIR] [--only m1,m2,m3,m4,m5,m6,m7,m8,m9]";
 const DEFAULT_OUT_DIR: &str = "target/mrtr-bench";
 
 struct Options {
@@ -91,6 +96,7 @@ struct Scenarios {
     m6: bool,
     m7: bool,
     m8: bool,
+    m9: bool,
 }
 
 impl Scenarios {
@@ -103,6 +109,7 @@ impl Scenarios {
         m6: true,
         m7: true,
         m8: true,
+        m9: true,
     };
 
     fn parse(list: &str) -> Result<Self, String> {
@@ -115,6 +122,7 @@ impl Scenarios {
             m6: false,
             m7: false,
             m8: false,
+            m9: false,
         };
         for name in list.split(',').map(str::trim) {
             match name.to_ascii_lowercase().as_str() {
@@ -126,6 +134,7 @@ impl Scenarios {
                 "m6" => chosen.m6 = true,
                 "m7" => chosen.m7 = true,
                 "m8" => chosen.m8 = true,
+                "m9" => chosen.m9 = true,
                 other => return Err(format!("--only: unknown scenario {other:?}\n{USAGE}")),
             }
         }
@@ -232,6 +241,7 @@ struct Plan {
     m6: m6_forwarded::Settings,
     m7: m7_bursts::Settings,
     m8: m1_passthrough::Settings,
+    m9: m9_aggregate::Settings,
 }
 
 impl Plan {
@@ -256,10 +266,17 @@ impl Plan {
             warmup,
             measure,
         };
+        // Latency at 1 and throughput at M1's busy 16, with M1's windows.
+        let m9 = m9_aggregate::Settings {
+            throughput_concurrency: 16,
+            warmup,
+            measure,
+        };
         if smoke {
             Self {
                 m1,
                 m8,
+                m9,
                 m2: m2_elicitation::Settings {
                     warmup: 2,
                     exchanges: 20,
@@ -292,6 +309,7 @@ impl Plan {
             Self {
                 m1,
                 m8,
+                m9,
                 m2: m2_elicitation::Settings {
                     warmup: 20,
                     exchanges: 500,
@@ -431,6 +449,19 @@ async fn run(options: Options) -> ExitCode {
                 .failures
                 .push(format!("M8 did not complete: {error}")),
         }
+    }
+    if scenarios.m9 {
+        eprintln!("mrtr-bench: M9 one endpoint over several backends");
+        let (rows, failures) = m9_aggregate::run(&plan.m9).await;
+        findings.m9 = rows;
+        findings.failures.extend(failures);
+        findings.notes.push(
+            "M9's routes over several backends: `backends = [\"b1\", ...]`, one `[backend.bN]` table \
+             per fast backend process (its own process each), with the pool of M1's gateway \
+             (`max_sessions = 256`, `queue_wait = \"30s\"`), `on_backend_error = \"fail\"` and \
+             `list_timeout = \"5000ms\"` (the default, 5 s)."
+                .to_owned(),
+        );
     }
     findings.notes.push(format!(
         "nginx runs `worker_processes {}` (one worker per core), like the gateway's Tokio runtime (one worker thread per core).",
@@ -587,6 +618,12 @@ fn collect_request_errors(findings: &mut Findings) {
     }
     for row in &findings.m5 {
         failed.push((format!("M5 {}", row.label), &row.stats));
+    }
+    for row in &findings.m9 {
+        let what = format!("M9 {}, {}", row.label(), m9_aggregate::era_label(row.era));
+        failed.push((format!("{what}, c=1"), &row.latency));
+        let c = row.throughput_concurrency;
+        failed.push((format!("{what}, c={c}"), &row.throughput));
     }
     for row in &findings.m3 {
         failed.push((format!("M3 {} held: opening", row.held), &row.opened));

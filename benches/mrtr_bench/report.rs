@@ -15,6 +15,7 @@ use crate::m4_stdio_pool::{median, Results as M4Results};
 use crate::m5_roots::{Row as M5Row, CONFIGURED_ROOT, STATIC_ROOT};
 use crate::m6_forwarded::{Results as M6Results, GOAL_P50_ADDED_US};
 use crate::m7_bursts::Results as M7Results;
+use crate::m9_aggregate::{era_label, size_label, Row as M9Row};
 use crate::procs::{gateway_version, nginx_version, NGINX_WORKERS};
 
 /// Everything measured in one run.
@@ -32,6 +33,7 @@ pub struct Findings {
     pub m6: Option<M6Results>,
     pub m7: Option<M7Results>,
     pub m8: Vec<Point>,
+    pub m9: Vec<M9Row>,
     /// Remarks worth reading next to the numbers (skipped targets, settings).
     pub notes: Vec<String>,
     /// What failed: scenarios that could not run, and request errors.
@@ -105,6 +107,7 @@ pub fn tables(findings: &Findings) -> String {
         m7_table(&mut out, m7);
     }
     m8_table(&mut out, findings);
+    m9_tables(&mut out, findings);
     if !findings.notes.is_empty() {
         out.push_str("## Notes\n\n");
         for note in &findings.notes {
@@ -283,6 +286,83 @@ fn m8_table(out: &mut String, findings: &Findings) {
          by the requests completed in it.\n"
     );
     point_rows(out, &findings.m8);
+}
+
+fn m9_tables(out: &mut String, findings: &Findings) {
+    let rows = &findings.m9;
+    let Some(c) = rows.first().map(|row| row.throughput_concurrency) else {
+        return;
+    };
+    let (warmup, measure) = findings.m1_seconds;
+    let _ = writeln!(
+        out,
+        "## M9: one endpoint over several backends, a merged `tools/list`\n\n\
+         A 2026-07-28 client lists the tools of one route (the first page, no cursor), \
+         {warmup} s warm-up, then {measure} s measured per point. 1 backend: an ordinary route \
+         (`backend = \"fast\"`); 3 and 10 backends: a route with `backends = [...]`, each a fast \
+         backend process of its own listing 3 tools, which the gateway asks at once and whose \
+         pages it merges under `bN__NAME`. The backends are fixed to `era = \"2025-11-25\"` (each \
+         part leases a backend session: the gateway's own path) or to `era = \"2026-07-28\"` \
+         (each part relayed). Every answer must list exactly the 3×N expected tools without a \
+         `nextCursor`, or it counts as an error.\n\n\
+         CPU columns: CPU time (user + system) of the gateway, and of all the backends together, \
+         during the measured window at c={c}, divided by the lists completed in it.\n\n\
+         | route | backend era | tools | c=1 p50 (µs) | c=1 p99 (µs) | c={c} requests/s | c={c} p50 (µs) | c={c} p99 (µs) | gateway CPU per list (µs) | backends' CPU per list (µs) | errors |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let cpu = |value: Option<f64>| value.map_or_else(|| "–".to_owned(), |v| format!("{v:.0}"));
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} |",
+            row.label(),
+            era_label(row.era),
+            row.tools(),
+            row.latency.p50_us(),
+            row.latency.p99_us(),
+            row.throughput.per_second(),
+            row.throughput.p50_us(),
+            row.throughput.p99_us(),
+            cpu(row.gateway_cpu_us),
+            cpu(row.backends_cpu_us),
+            row.latency.errors + row.throughput.errors,
+        );
+    }
+    // Each route over several backends against the 1-backend route of the same era.
+    let _ = writeln!(
+        out,
+        "\n| route | backend era | c=1 p50 added per extra backend (µs) | c={c} throughput / 1 backend | gateway CPU per list added per extra backend (µs) |\n\
+         |---|---|---:|---:|---:|"
+    );
+    for row in rows.iter().filter(|row| row.backends > 1) {
+        let Some(base) = rows
+            .iter()
+            .find(|base| base.backends == 1 && base.era == row.era)
+        else {
+            continue;
+        };
+        let extra = (row.backends - 1) as f64;
+        let added_p50 = (row.latency.p50_us() as f64 - base.latency.p50_us() as f64) / extra;
+        let ratio = if base.throughput.per_second() > 0.0 {
+            format!(
+                "{:.2}",
+                row.throughput.per_second() / base.throughput.per_second()
+            )
+        } else {
+            "n/a".to_owned()
+        };
+        let added_cpu = match (row.gateway_cpu_us, base.gateway_cpu_us) {
+            (Some(cpu), Some(base)) => format!("{:+.0}", (cpu - base) / extra),
+            _ => "n/a".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {added_p50:+.0} | {ratio} | {added_cpu} |",
+            size_label(row.backends),
+            era_label(row.era),
+        );
+    }
+    out.push('\n');
 }
 
 fn m2_table(out: &mut String, rows: &[M2Row]) {

@@ -173,6 +173,16 @@ pub fn modern_tool_call(id: u64, tool: &str, arguments: Value, capabilities: Val
     })
 }
 
+/// `tools/list` as a 2026-07-28 request: the first page (no cursor).
+pub fn modern_tools_list(id: u64, capabilities: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/list",
+        "params": {"_meta": modern_meta(capabilities)},
+    })
+}
+
 /// `tools/call` as a 2025-11-25 request.
 pub fn legacy_tool_call(id: u64, tool: &str, arguments: Value) -> Value {
     json!({

@@ -21,7 +21,9 @@
 #      and a 2026-07-28 backend (tests/interop/modern-server.mjs, era detected) over stdio and
 #      HTTP, reached by the pinned client (relayed rounds with the gateway's sealed state,
 #      progress, cancellation, Client.listen) and by the SDK 1.32.2 client (reverse bridge:
-#      the rounds as server requests on its session);
+#      the rounds as server requests on its session); and one route over both backends
+#      (`backends = ["legacy", "modern"]`: the legacy conformance backend and modern-server.mjs,
+#      over stdio and over HTTP), reached by both clients under the backends' prefixes;
 #   5. a markdown table in tests/interop/out/interop.md (git-ignored), printed at the end.
 #
 # Everything listens on 127.0.0.1. Every process this script starts is stopped by PID on exit,

@@ -50,6 +50,23 @@
 //         requestState; 404 after DELETE;
 //     and in both, the backend's log shows server/discover, no initialize, and the retries
 //     carrying inputResponses (two_rounds' last with the backend's own requestState);
+//   - one route over both eras of backend (`backends = ["legacy", "modern"]`): the legacy
+//     conformance backend (SDK 1.32.2, 2025-11-25) and modern-server.mjs (2026-07-28), both over
+//     stdio, then both over Streamable HTTP, their eras detected (/status), with both client eras:
+//       * the 2.4.0 client pinned to 2026-07-28, prefixes `old` and `new`: server/discover names
+//         mrtr-gateway with the union of capabilities and the legacy backend's instructions
+//         labelled `[old] (tools and prompts named old__*)`; tools and prompts all prefixed
+//         (none bare, each backend's complete), old__greet and new__echo answer, an elicitation
+//         round through each backend (old__test_input_required_result_elicitation by the
+//         gateway's bridge, new__ask_name relayed) and new__two_rounds (the backend's own
+//         requestState sealed), one prompt of each, both backends' resources by their URIs (one
+//         read from each, and the legacy backend's template), nope__x refused with -32602
+//         before any backend hears it; modern-server heard only its own unprefixed names;
+//       * the SDK 1.32.2 client (initialize 2025-11-25), default prefixes (`legacy__`,
+//         `modern__`): the same, initialize naming mrtr-gateway, both backends' elicitations as
+//         server requests on each call's own stream answered by its handler, never a round;
+//         modern-server's tools list change on the session's GET stream (the merged listen);
+//         nothing held, running or listening once the session is deleted;
 //   - pin guards (no gateway): the pinned client pointed straight at a legacy server must fail
 //     (over HTTP and stdio), while the same client in `auto` mode falls back to 2025-11-25.
 //     This proves the pin really prevents a silent fallback.
@@ -333,7 +350,12 @@ async function startLegacyHttp(logFile) {
 // Gateway
 
 // With `admin`, the gateway also opens its admin listener (loopback), as `adminUrl`.
-async function startGateway(name, backendToml, logDir, { admin = false } = {}) {
+// `backendToml` is the lines of the one backend, `[backend.b]`. With `backends` (an object,
+// backend name -> its lines) the route serves them all at one endpoint (`backends = [...]`),
+// each in its own `[backend.NAME]` table, and `backendToml` is not used; `route` is more lines
+// of the route's table (e.g. `prefixes = {...}`).
+async function startGateway(name, backendToml, logDir, { admin = false, backends = null, route = [] } = {}) {
+  const tables = backends ?? { b: backendToml };
   let lastErr;
   for (let attempt = 1; attempt <= 5; attempt++) {
     const port = await freePort();
@@ -349,14 +371,17 @@ async function startGateway(name, backendToml, logDir, { admin = false } = {}) {
         '',
         '[[route]]',
         'path = "/mcp"',
-        'backend = "b"',
+        ...(backends ? [`backends = [${Object.keys(tables).map(tomlStr).join(', ')}]`] : ['backend = "b"']),
+        ...route,
         '',
-        '[backend.b]',
-        'request_timeout = "60s"',
-        'init_timeout = "20s"',
-        // Last: it may end with a sub-table such as [backend.b.pool].
-        ...backendToml,
-        '',
+        ...Object.entries(tables).flatMap(([backend, lines]) => [
+          `[backend.${backend}]`,
+          'request_timeout = "60s"',
+          'init_timeout = "20s"',
+          // Last: it may end with a sub-table such as [backend.b.pool].
+          ...lines,
+          '',
+        ]),
       ].join('\n'),
     );
     const logFile = path.join(logDir, `gateway-${name}.log`);
@@ -657,6 +682,18 @@ function caseList() {
       id: `legacy-sdk-modern-server-${transport}`,
       meta: { backend: 'modern-server.mjs (server)', backendVersion: serverVersion, transport, via: 'gateway (2025-11-25 session, reverse bridge)' },
       run: (row, dir) => runLegacyModernServer(row, dir, transport),
+    });
+  }
+  for (const transport of ['stdio', 'http']) {
+    list.push({
+      id: `aggregate-both-eras-${transport}`,
+      meta: { backend: 'legacy-conformance-server.mjs (sdk) + modern-server.mjs (server)', backendVersion: `${sdkVersion}+${serverVersion}`, transport, via: 'gateway (one route over both backends, prefixes old/new)' },
+      run: (row, dir) => runAggregateModern(row, dir, transport),
+    });
+    list.push({
+      id: `legacy-sdk-aggregate-both-eras-${transport}`,
+      meta: { backend: 'legacy-conformance-server.mjs (sdk) + modern-server.mjs (server)', backendVersion: `${sdkVersion}+${serverVersion}`, transport, via: 'gateway (2025-11-25 session, one route over both backends, default prefixes)' },
+      run: (row, dir) => runAggregateLegacy(row, dir, transport),
     });
   }
   const guardVersion = pkgVersion('server-everything-2026-8');
@@ -1533,6 +1570,359 @@ async function runLegacyModernServer(row, dir, transport) {
     }
     if (backend) await stopChild(backend.child);
     modernBackendChecks(row, serverLog);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// One route over both eras of backend (`backends = ["legacy", "modern"]`): the legacy conformance
+// backend (2025-11-25, SDK 1.32.2) and modern-server.mjs (2026-07-28), both over `transport`, their
+// eras left to detection. Tools and prompts are exposed as PREFIX__NAME (prefixes from the route's
+// `prefixes`, else the backend names), resources keep their URIs; the gateway answers discovery
+// (or a 2025-11-25 client's initialize) under its own name with the union of both.
+
+const LEGACY_INSTRUCTIONS = 'A 2025-11-25 server exposing the fixtures of the MCP conformance suite.';
+
+// The backends (HTTP ones started here, stdio ones run by the gateway), the gateway over both with
+// its admin listener, and the recording proxy; modern-server's MODERN_SERVER_LOG is `serverLog`.
+// `prefixes` (backend -> prefix) or null for the default prefixes (the backend names).
+async function startAggregateBehindGateway(row, dir, transport, parts, serverLog, prefixes) {
+  const backends = {};
+  if (transport === 'http') {
+    row.logs.legacyBackend = path.join(dir, 'legacy-backend.log');
+    parts.legacyBackend = await startLegacyHttp(row.logs.legacyBackend);
+    row.logs.modernBackend = path.join(dir, 'modern-backend.log');
+    parts.modernBackend = await startModernHttp(row.logs.modernBackend, serverLog);
+    backends.legacy = ['transport = "http"', `url = ${tomlStr(parts.legacyBackend.url)}`];
+    backends.modern = ['transport = "http"', `url = ${tomlStr(parts.modernBackend.url)}`];
+  } else {
+    backends.legacy = ['transport = "stdio"', `command = ${tomlStr(NODE)}`, `args = [${tomlStr(LEGACY_SERVER)}, "--stdio"]`];
+    backends.modern = [
+      'transport = "stdio"',
+      `command = ${tomlStr(NODE)}`,
+      `args = [${tomlStr(MODERN_SERVER)}, "--stdio"]`,
+      `env = { MODERN_SERVER_LOG = ${tomlStr(serverLog)} }`,
+    ];
+  }
+  row.logs.backendMessages = serverLog;
+  const route = prefixes ? [`prefixes = { ${Object.entries(prefixes).map(([b, p]) => `${b} = ${tomlStr(p)}`).join(', ')} }`] : [];
+  parts.gw = await startGateway(row.id, null, dir, { admin: true, backends, route });
+  row.logs.gateway = parts.gw.logFile;
+  row.logs.gatewayConfig = parts.gw.cfg;
+  row.logs.frontWire = path.join(dir, 'front-wire.jsonl');
+  parts.proxy = await startRecordingProxy(parts.gw.port, row.logs.frontWire);
+}
+
+// Both backends' eras, as detected (admin /status).
+async function aggregateErasCheck(row, gw) {
+  const { ok, status } = await waitForStatus(gw, (s) => s.backends?.legacy?.era === LEGACY_PROTOCOL && s.backends?.modern?.era === PROTOCOL, 10_000);
+  row.check('gateway /status: eras detected, legacy 2025-11-25 and modern 2026-07-28 (era = auto)', ok, short(JSON.stringify(status?.backends ?? status), 240));
+}
+
+// Every item of a list: the 2.x client walks the pages itself (no cursor given), the SDK 1.x
+// client's pages are followed here (at most 20).
+async function listAll(client, method, key) {
+  if (!(client instanceof SdkClient)) return (await client[method](undefined, { timeout: 30_000 }))[key];
+  const items = [];
+  let cursor;
+  for (let page = 0; page < 20; page++) {
+    const r = await client[method](cursor === undefined ? undefined : { cursor }, { timeout: 30_000 });
+    items.push(...r[key]);
+    cursor = r.nextCursor;
+    if (cursor === undefined) return items;
+  }
+  throw new Error(`${method}: more than 20 pages`);
+}
+
+// What the server said about itself: the 2.x client's from server/discover, the SDK 1.x client's
+// from initialize.
+function aggregateIdentityChecks(row, client, how, oldP) {
+  const info = client.getServerVersion();
+  row.check(`${how}: serverInfo names mrtr-gateway`, info?.name === 'mrtr-gateway', JSON.stringify(info));
+  const caps = client.getServerCapabilities() ?? {};
+  row.check(
+    `${how}: capabilities are the union (tools, prompts, resources with subscribe; completions, the legacy backend's only)`,
+    caps.tools && caps.prompts && caps.resources?.subscribe === true && caps.completions,
+    short(JSON.stringify(caps), 240),
+  );
+  const instructions = client.getInstructions() ?? '';
+  row.check(
+    `${how}: the legacy backend's instructions, labelled [${oldP}] (tools and prompts named ${oldP}__*)`,
+    instructions.includes(`[${oldP}] (tools and prompts named ${oldP}__*)\n${LEGACY_INSTRUCTIONS}`),
+    short(JSON.stringify(instructions), 240),
+  );
+}
+
+// The same checks through either client era: lists under both prefixes, a plain call and an
+// elicitation round on each backend (the 2.x client answers them as input_required rounds, the
+// SDK 1.x client as server requests), modern-server's two rounds (its own requestState), prompts
+// and resources of each, and an unknown prefix refused with -32602 before any backend hears it.
+async function exerciseAggregate(row, client, { token, record, values, serverLog, oldP, newP }) {
+  const pre = { old: `${oldP}__`, new: `${newP}__` };
+  const tools = await listAll(client, 'listTools', 'tools');
+  const names = tools.map((t) => t.name);
+  const wanted = [`${pre.old}greet`, `${pre.old}test_input_required_result_elicitation`, `${pre.new}echo`, `${pre.new}ask_name`, `${pre.new}two_rounds`];
+  row.check(`tools/list: both backends' tools under ${pre.old} and ${pre.new}`, wanted.every((n) => names.includes(n)), `${names.length} tools: ${short(names.join(', '), 240)}`);
+  const bare = names.filter((n) => !n.startsWith(pre.old) && !n.startsWith(pre.new));
+  row.check('tools/list: no name without a prefix', bare.length === 0 && names.length > 0, bare.join(', '));
+  row.check(
+    'tools/list: every tool of each backend, once (legacy 35, modern 9)',
+    names.filter((n) => n.startsWith(pre.new)).length === 9 && names.filter((n) => n.startsWith(pre.old)).length === 35 && new Set(names).size === names.length,
+    `${names.filter((n) => n.startsWith(pre.old)).length} ${pre.old}*, ${names.filter((n) => n.startsWith(pre.new)).length} ${pre.new}*, ${names.length - new Set(names).size} duplicate(s)`,
+  );
+
+  const call = async (name, args = {}) => {
+    const r = await callToolRecorded(row, client, name, args);
+    return r ? { text: textOf(r), isError: !!r.isError } : { text: '', isError: true };
+  };
+  const greet = await call(`${pre.old}greet`, { name: `greet ${token}` });
+  row.check(`${pre.old}greet answers (the legacy backend's tool, renamed)`, greet.text === `Hello, greet ${token}!` && !greet.isError, short(greet.text));
+  const echo = await call(`${pre.new}echo`, { text: `echo ${token}` });
+  row.check(`${pre.new}echo answers (modern-server's tool, renamed)`, echo.text === `echo ${token}` && !echo.isError, short(echo.text));
+
+  let before = record.elicitation.length;
+  const oldName = await call(`${pre.old}test_input_required_result_elicitation`);
+  row.check(
+    `${pre.old}test_input_required_result_elicitation: the elicitation handler's name comes back (legacy backend)`,
+    oldName.text === `Hello, ${values.name}!` && record.elicitation.length === before + 1,
+    `${short(oldName.text)}; ${record.elicitation.length - before} elicitation(s)`,
+  );
+  before = record.elicitation.length;
+  const newName = await call(`${pre.new}ask_name`);
+  row.check(
+    `${pre.new}ask_name: the elicitation handler's name comes back (modern backend)`,
+    newName.text === `Hello, ${values.name}!` && record.elicitation.length === before + 1,
+    `${short(newName.text)}; ${record.elicitation.length - before} elicitation(s)`,
+  );
+  before = record.elicitation.length;
+  const two = await call(`${pre.new}two_rounds`);
+  row.check(`${pre.new}two_rounds: both rounds' answers come back`, two.text === `${values.a}+${values.b}` && record.elicitation.length === before + 2, short(two.text));
+
+  // Prompts: both prefixes listed, one of each got.
+  const prompts = (await listAll(client, 'listPrompts', 'prompts')).map((p) => p.name);
+  row.check(
+    `prompts/list: ${pre.new}greet and ${pre.old}test_prompt_with_arguments, nothing unprefixed`,
+    prompts.includes(`${pre.new}greet`) && prompts.includes(`${pre.old}test_prompt_with_arguments`) && prompts.every((n) => n.startsWith(pre.old) || n.startsWith(pre.new)),
+    short(prompts.join(', '), 240),
+  );
+  const promptText = (r) => JSON.stringify(r?.messages ?? []);
+  const newPrompt = await client.getPrompt({ name: `${pre.new}greet`, arguments: { name: `Eve ${token}` } }, { timeout: 30_000 }).catch((e) => e);
+  row.check(`prompts/get ${pre.new}greet (modern)`, !(newPrompt instanceof Error) && promptText(newPrompt).includes(`Eve ${token}`), newPrompt instanceof Error ? errText(newPrompt) : short(promptText(newPrompt), 200));
+  const oldPrompt = await client
+    .getPrompt({ name: `${pre.old}test_prompt_with_arguments`, arguments: { arg1: `a-${token}`, arg2: 'b' } }, { timeout: 30_000 })
+    .catch((e) => e);
+  row.check(
+    `prompts/get ${pre.old}test_prompt_with_arguments (legacy)`,
+    !(oldPrompt instanceof Error) && promptText(oldPrompt).includes(`arg1='a-${token}'`),
+    oldPrompt instanceof Error ? errText(oldPrompt) : short(promptText(oldPrompt), 200),
+  );
+
+  // Resources keep their URIs; each is read from the backend that lists it.
+  const uris = (await listAll(client, 'listResources', 'resources')).map((r) => r.uri);
+  const wantedUris = ['test://static-text', 'test://static-binary', 'test://watched-resource', 'test://static', CHANGING_URI];
+  row.check("resources/list: both backends' resources, URIs unchanged", wantedUris.every((u) => uris.includes(u)) && uris.length === wantedUris.length, uris.join(', '));
+  const templates = (await listAll(client, 'listResourceTemplates', 'resourceTemplates')).map((t) => t.uriTemplate);
+  row.check("resources/templates/list: the legacy backend's template", templates.includes('test://template/{id}/data'), templates.join(', '));
+  const read = async (uri) => {
+    try {
+      const r = await client.readResource({ uri }, { timeout: 30_000 });
+      return (r.contents ?? []).map((c) => c.text ?? `blob:${c.blob?.length}`).join('\n');
+    } catch (e) {
+      return `ERROR ${errText(e)}`;
+    }
+  };
+  const legacyText = await read('test://static-text');
+  row.check('resources/read test://static-text (legacy backend)', legacyText === 'This is the content of the static text resource.', short(legacyText));
+  const modernText = await read('test://static');
+  row.check('resources/read test://static (modern backend)', modernText === 'static content', short(modernText));
+  const templated = await read('test://template/7/data');
+  row.check('resources/read test://template/7/data (the legacy backend\'s template)', templated.includes('"id":"7"'), short(templated));
+
+  // A name no backend serves: -32602 from the gateway.
+  let unknown = null;
+  try {
+    unknown = await callWith(client, 'nope__x', {}, { timeout: 30_000 });
+  } catch (e) {
+    unknown = e;
+  }
+  row.check(
+    'tools/call nope__x: JSON-RPC error -32602',
+    unknown instanceof Error && unknown.code === -32602,
+    unknown instanceof Error ? errText(unknown) : `result: ${short(JSON.stringify(unknown), 200)}`,
+  );
+
+  // What modern-server heard: its own names only, never the other backend's or the unknown one.
+  const log = readServerLog(serverLog).map((l) => l.message).filter(Boolean);
+  const called = log.filter((m) => m.method === 'tools/call').map((m) => m.params?.name);
+  row.check(
+    'modern backend: tools/call under its own names (echo, ask_name, two_rounds), nothing of the legacy backend\'s or nope__x',
+    ['echo', 'ask_name', 'two_rounds'].every((n) => called.includes(n)) && called.every((n) => ['echo', 'ask_name', 'two_rounds'].includes(n)),
+    JSON.stringify(called),
+  );
+  const echoCall = log.find((m) => m.method === 'tools/call' && m.params?.name === 'echo');
+  row.check('modern backend: the echo call carried the arguments unchanged', echoCall?.params?.arguments?.text === `echo ${token}`, short(JSON.stringify(echoCall?.params?.arguments)));
+  const readUris = log.filter((m) => m.method === 'resources/read').map((m) => m.params?.uri);
+  row.check('modern backend: resources/read of test://static only', JSON.stringify(readUris) === JSON.stringify(['test://static']), JSON.stringify(readUris));
+  const gotPrompts = log.filter((m) => m.method === 'prompts/get').map((m) => m.params?.name);
+  row.check('modern backend: prompts/get greet only (unprefixed)', JSON.stringify(gotPrompts) === JSON.stringify(['greet']), JSON.stringify(gotPrompts));
+  const methods = log.map((m) => m.method).filter(Boolean);
+  row.check('modern backend: it heard server/discover and never initialize', methods.includes('server/discover') && !methods.includes('initialize'), [...new Set(methods)].join(', '));
+  const twoCalls = log.filter((m) => m.method === 'tools/call' && m.params?.name === 'two_rounds').map((m) => m.params);
+  row.check(
+    'modern backend: two_rounds took 3 tools/call, the last with its own requestState',
+    twoCalls.length === 3 && typeof twoCalls[2].requestState === 'string' && twoCalls[2].requestState.length > 0,
+    short(JSON.stringify(twoCalls.map((p) => ({ keys: Object.keys(p.inputResponses ?? {}), state: typeof p.requestState }))), 240),
+  );
+}
+
+// Row 1: the 2.x client pinned to 2026-07-28 on the route over both (prefixes old and new).
+async function runAggregateModern(row, dir, transport) {
+  const [oldP, newP] = ['old', 'new'];
+  const token = `tok-${randomBytes(4).toString('hex')}`;
+  const rootUri = pathToFileURL(fs.mkdtempSync(path.join(dir, 'root-'))).href;
+  const record = { elicitation: [], sampling: [], roots: [], elicitAction: 'accept' };
+  const serverLog = path.join(dir, 'backend-messages.jsonl');
+  const { client, values } = makeModernServerClient('modern', token, rootUri, record);
+  const parts = {};
+  try {
+    await startAggregateBehindGateway(row, dir, transport, parts, serverLog, { legacy: oldP, modern: newP });
+    const { gw, proxy } = parts;
+    await connectPinned(row, client, proxy.url);
+    aggregateIdentityChecks(row, client, 'server/discover', oldP);
+    const discover = proxy.exchanges.find((ex) => ex.requestBody.includes('"server/discover"'));
+    const discovered = parseMessages(discover?.responseHeaders?.['content-type'], discover?.responseBody)[0]?.result;
+    row.check(
+      'front: the server/discover result names mrtr-gateway in _meta serverInfo, supportedVersions [2026-07-28]',
+      discovered?._meta?.['io.modelcontextprotocol/serverInfo']?.name === 'mrtr-gateway' && JSON.stringify(discovered?.supportedVersions) === JSON.stringify([PROTOCOL]),
+      short(JSON.stringify({ meta: discovered?._meta, supportedVersions: discovered?.supportedVersions }), 240),
+    );
+    await aggregateErasCheck(row, gw);
+    await exerciseAggregate(row, client, { token, record, values, serverLog, oldP, newP });
+    await idleCheck(row, gw);
+  } catch (e) {
+    row.check('aggregate flow ran', false, errText(e));
+  } finally {
+    await client.close().catch(() => {});
+    const { legacyBackend, modernBackend, gw, proxy } = parts;
+    if (proxy) {
+      const wire = analyzeWire(proxy.exchanges);
+      wireChecks(row, wire, [
+        [`${oldP}__test_input_required_result_elicitation`, 'elicitation/create'],
+        [`${newP}__ask_name`, 'elicitation/create'],
+      ]);
+      const twoRounds = wire.inputRequired.filter((r) => r.tool === `${newP}__two_rounds`);
+      row.check(`front: ${newP}__two_rounds had two rounds`, twoRounds.length === 2, JSON.stringify(twoRounds));
+      const unknown = wire.errors.filter((e) => e.tool === 'nope__x');
+      row.check(
+        'front: nope__x crossed and was answered with error -32602',
+        unknown.length === 1 && unknown[0].error.code === -32602,
+        short(JSON.stringify(unknown), 240),
+      );
+      const others = wire.errors.filter((e) => e.tool !== 'nope__x');
+      row.check('front: no other JSON-RPC error', others.length === 0, short(JSON.stringify(others), 240));
+      stateChecks(row, proxy.exchanges, serverLog);
+      await proxy.close();
+    }
+    if (gw) {
+      await stopChild(gw.child);
+      gatewayLogNotes(row, gw.logFile);
+    }
+    if (modernBackend) await stopChild(modernBackend.child);
+    if (legacyBackend) await stopChild(legacyBackend.child);
+  }
+}
+
+// Row 2: the SDK 1.x client (2025-11-25: initialize, a session) on the route over both, with the
+// default prefixes (the backend names): the legacy backend's rounds and modern-server's (reverse
+// bridge) reach it as server requests, which its own handlers answer.
+async function runAggregateLegacy(row, dir, transport) {
+  row.client = SDK_LABEL;
+  row.protocol = LEGACY_PROTOCOL;
+  const [oldP, newP] = ['legacy', 'modern'];
+  const token = `tok-${randomBytes(4).toString('hex')}`;
+  const rootUri = pathToFileURL(fs.mkdtempSync(path.join(dir, 'root-'))).href;
+  const record = { elicitation: [], sampling: [], roots: [], elicitAction: 'accept' };
+  const serverLog = path.join(dir, 'backend-messages.jsonl');
+  const { client, values } = makeModernServerClient('sdk', token, rootUri, record);
+  const parts = {};
+  let sessionId = null;
+  try {
+    await startAggregateBehindGateway(row, dir, transport, parts, serverLog, null);
+    const { gw, proxy } = parts;
+    const clientTransport = new SdkHttpTransport(new URL(proxy.url));
+    await client.connect(clientTransport, { timeout: 30_000 });
+    sessionId = clientTransport.sessionId;
+    row.check('client: connected with the 2025-11-25 initialize handshake', clientTransport.protocolVersion === LEGACY_PROTOCOL, `protocol ${clientTransport.protocolVersion}`);
+    row.check('client: holds a session id', typeof sessionId === 'string' && sessionId.length > 0, String(sessionId));
+    aggregateIdentityChecks(row, client, 'initialize', oldP);
+    await aggregateErasCheck(row, gw);
+    await exerciseAggregate(row, client, { token, record, values, serverLog, oldP, newP });
+    // The session follows the backends' news with one merged listen (the reverse bridge's):
+    // modern-server announces a tools list change 100 ms after a listen opens, which reaches the
+    // session's GET stream once the merged listen is up (over stdio the legacy backend's part
+    // needs a backend process of its own first).
+    const onGet = () =>
+      parseMessages('text/event-stream', proxy.exchanges.find((ex) => ex.method === 'GET' && ex.status === 200)?.responseBody ?? '').map((m) => m.method);
+    const waited = Date.now();
+    const changed = await waitUntil(() => onGet().includes('notifications/tools/list_changed'), 15_000);
+    const heardListen = readServerLog(serverLog).some((l) => l.message?.method === 'subscriptions/listen');
+    row.check(
+      "front: modern-server's tools/list_changed reached the session's GET stream (the merged listen)",
+      changed && heardListen,
+      `GET stream: ${JSON.stringify(onGet())} after ${Date.now() - waited} ms more; modern backend heard subscriptions/listen: ${heardListen}`,
+    );
+    // The listen count is checked once the session has ended.
+    const open = await gatewayStatus(gw);
+    row.notes = { listensWhileSessionOpen: open?.listens };
+    await clientTransport.terminateSession();
+    await idleCheck(row, gw);
+    const after = await fetch(proxy.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': sessionId, 'mcp-protocol-version': LEGACY_PROTOCOL },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 99, method: 'tools/list' }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    await after.text();
+    row.check('a request on the deleted session gets 404', after.status === 404, `HTTP ${after.status}`);
+  } catch (e) {
+    row.check('legacy flow ran', false, errText(e));
+  } finally {
+    await client.close().catch(() => {});
+    const { legacyBackend, modernBackend, gw, proxy } = parts;
+    if (proxy) {
+      const w = analyzeLegacyWire(proxy.exchanges);
+      row.wire = w;
+      row.check('front: first request is initialize', w.firstMethod === 'initialize', `first: ${w.firstMethod}`);
+      row.check("front: the initialize response carried the gateway's Mcp-Session-Id", !!w.sessionId && w.sessionId === sessionId, String(w.sessionId));
+      row.check('front: every later request carried that session id', w.withoutSession.length === 0 && w.otherSession === 0, `${w.withoutSession.join('; ')} / ${w.otherSession} other`);
+      // Structurally (the legacy backend's tool names contain "input_required").
+      const shown = proxy.exchanges
+        .flatMap((ex) => parseMessages(ex.responseHeaders?.['content-type'], ex.responseBody))
+        .filter((m) => m.result && (m.result.resultType !== undefined || m.result.inputRequests !== undefined || m.result.requestState !== undefined));
+      row.check(
+        'front: no server/discover, and no resultType, inputRequests or requestState ever shown to the client',
+        w.discover === 0 && w.inputRequired === 0 && shown.length === 0,
+        `${w.discover} discover, ${w.inputRequired} rounds, ${shown.length} result(s) with round fields${shown.length ? `: ${short(JSON.stringify(shown[0]), 200)}` : ''}`,
+      );
+      const byTool = serverRequestsByTool(proxy.exchanges);
+      const expect = [
+        [`${oldP}__test_input_required_result_elicitation`, ['elicitation/create']],
+        [`${newP}__ask_name`, ['elicitation/create']],
+        [`${newP}__two_rounds`, ['elicitation/create', 'elicitation/create']],
+      ];
+      for (const [tool, methods] of expect) {
+        const got = byTool[tool] ?? [];
+        row.check(`front: ${tool}'s elicitation reached the client as server requests on its own call's stream`, JSON.stringify(got) === JSON.stringify(methods), `${JSON.stringify(got)}, expected ${JSON.stringify(methods)}`);
+      }
+      row.check('front: the client POSTed its answers (202)', w.clientAnswers >= 4 && w.clientAnswerStatuses.every((s) => s === 202), JSON.stringify(w.clientAnswerStatuses));
+      row.check('front: DELETE ended the session (200)', w.deletes.includes(200), JSON.stringify(w.deletes));
+      await proxy.close();
+    }
+    if (gw) {
+      await stopChild(gw.child);
+      gatewayLogNotes(row, gw.logFile);
+    }
+    if (modernBackend) await stopChild(modernBackend.child);
+    if (legacyBackend) await stopChild(legacyBackend.child);
   }
 }
 

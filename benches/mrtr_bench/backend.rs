@@ -55,14 +55,11 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use crate::wire::MODERN_VERSION;
+use crate::wire::{LEGACY_VERSION, MODERN_VERSION};
 use crate::BenchResult;
 
 /// The hidden argument that turns the bench binary into the backend.
 pub const SERVE_BACKEND_FLAG: &str = "--serve-backend";
-
-/// The protocol revision this backend speaks on sessions.
-pub const LEGACY_VERSION: &str = "2025-11-25";
 
 /// The `requestState` of the 2026-07-28 `elicit` round: the round carries nothing the retry
 /// needs besides the answer, so the state only proves the retry came back through the client.

@@ -28,7 +28,7 @@ pub enum BackendEra {
 impl BackendEra {
     fn as_str(self) -> &'static str {
         match self {
-            BackendEra::Legacy => crate::backend::LEGACY_VERSION,
+            BackendEra::Legacy => crate::wire::LEGACY_VERSION,
             BackendEra::Modern => crate::wire::MODERN_VERSION,
         }
     }

@@ -79,7 +79,7 @@ impl RootsServer {
             ("initialize", Some(id)) => {
                 self.client_has_roots = message["params"]["capabilities"].get("roots").is_some();
                 vec![json!({"jsonrpc": "2.0", "id": id, "result": {
-                    "protocolVersion": crate::backend::LEGACY_VERSION,
+                    "protocolVersion": crate::wire::LEGACY_VERSION,
                     "capabilities": {"tools": {}},
                     "serverInfo": {"name": "mrtr-bench-roots-backend", "version": "0.1.0"},
                 }})]

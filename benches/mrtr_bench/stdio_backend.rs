@@ -16,7 +16,8 @@ use std::io::{BufRead, Write};
 
 use serde_json::{json, Value};
 
-use crate::backend::{large_text, passthrough_tools, LEGACY_VERSION};
+use crate::backend::{large_text, passthrough_tools};
+use crate::wire::LEGACY_VERSION;
 use crate::BenchResult;
 
 /// The hidden argument that turns the bench binary into the stdio echo backend.

@@ -15,9 +15,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
 
-use crate::backend::LEGACY_VERSION;
 use crate::BenchResult;
 
+/// The revision backends speak on sessions (2025-11-25).
+pub const LEGACY_VERSION: &str = "2025-11-25";
 /// The revision the gateway serves in front.
 pub const MODERN_VERSION: &str = "2026-07-28";
 /// Longest any single HTTP exchange of the benchmark may take.

@@ -183,7 +183,10 @@ impl Dispatch {
             } => {
                 if let Some(many) = &self.aggregate {
                     let listen = (params, client_capabilities);
-                    return many.listen(self, id, listen, &caller, headers).await;
+                    let limits = &self.listens;
+                    return many
+                        .listen(self, limits, id, listen, &caller, headers)
+                        .await;
                 }
                 let identity = caller.session_identity().await?;
                 if route.pool()?.modern().era(&identity).await? == ResolvedEra::Modern {

@@ -215,8 +215,10 @@ fn route_stack(
     let sessions_reach = match (&aggregate, &route.backends) {
         (Some(many), _) => {
             // The session's door keeps the audit of its requests.
+            // A session's listen is counted as the session, in `[legacy]`.
             let inner = Arc::new(dispatch::Dispatch {
                 audit: None,
+                listens: many.unlimited_listens(),
                 ..dispatch.clone()
             });
             let timeout = many.request_timeout();

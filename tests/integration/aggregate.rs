@@ -454,6 +454,18 @@ async fn a_2025_11_25_client_gets_the_same_route() {
         .await
         .expect("templated resource");
     assert!(format!("{item:?}").contains("Item 9"));
+    // The session follows the backends' list changes through one merged listen, counted as
+    // the session, not in the caller's listens.
+    harness
+        .wait_for_backend("the session's listening session", |m| {
+            m["method"] == "initialize"
+        })
+        .await;
+    assert!(
+        harness.metrics().lines().any(|l| l == "mrtr_listens 0"),
+        "{}",
+        harness.metrics()
+    );
     drop(client);
     harness.stop().await;
 }

@@ -9,7 +9,8 @@
 //! listen ends with its result when the gateway drains or no backend is left. Closing the
 //! stream ends every backend's listen.
 //!
-//! The listen takes one place in `server.max_listens`; its backends' listens take none.
+//! The listen takes one place in `server.max_listens` (a 2025-11-25 session's, none: the
+//! session is counted in `[legacy]`); its backends' listens take none.
 
 use std::sync::Arc;
 
@@ -27,7 +28,7 @@ use crate::access::CallerAccess;
 use crate::backend::modern::{Exchange, ModernEvent};
 use crate::backend::BackendError;
 use crate::error::GatewayError;
-use crate::front::listen::{listen_result, relayed_notice, tagged, Filter};
+use crate::front::listen::{listen_result, relayed_notice, tagged, Filter, Listens};
 use crate::front::request::{Command, McpRequest};
 use crate::http_serve::{sse_frame, sse_response, Body, KEEP_ALIVE};
 use crate::mrtr::quota::Place;
@@ -41,13 +42,14 @@ impl Aggregate {
     pub(in crate::front) async fn listen(
         &self,
         via: &dyn ApplyOn,
+        limits: &Listens,
         id: Value,
         (params, client_capabilities): (Map<String, Value>, Value),
         caller: &Arc<CallerAccess>,
         headers: &HeaderMap,
     ) -> Result<Response<Body>, GatewayError> {
         let filter = Filter::parse(&params)?;
-        let place = self.listens.place(caller.principal())?;
+        let place = limits.place(caller.principal())?;
         let mut by_member: Vec<Option<Vec<String>>> = vec![None; self.members.len()];
         if let Some(uris) = &filter.resource_subscriptions {
             if uris.iter().any(|uri| self.resources.owner(uri).is_none()) {

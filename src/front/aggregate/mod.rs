@@ -90,8 +90,8 @@ pub(crate) struct Aggregate {
     learned_at: tokio::sync::Mutex<Option<std::time::Instant>>,
     /// Late parts finishing in the background; each ends on its own or at the drain.
     late_parts: TaskTracker,
-    /// What the backends' own listens are opened with: no limit (the route's listen took its
-    /// place), the gateway's drain.
+    /// What the backends' own listens (and the route's 2025-11-25 sessions') are opened with:
+    /// no limit, the gateway's drain.
     member_listens: Arc<Listens>,
 }
 
@@ -132,6 +132,12 @@ impl Aggregate {
                 drain: listens.drain.clone(),
             }),
         }
+    }
+
+    /// Listens without limits: its backends' (the route's listen took its place), and those
+    /// of its 2025-11-25 sessions (each counted in `[legacy]` as a session).
+    pub(crate) fn unlimited_listens(&self) -> Arc<Listens> {
+        self.member_listens.clone()
     }
 
     /// Longest one request may take: the longest any backend allows.

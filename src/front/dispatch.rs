@@ -58,6 +58,10 @@ pub(crate) struct Dispatch {
     pub audit: Option<Arc<AuditLog>>,
     /// For a route over several backends: its names, merged answers and listens.
     pub aggregate: Option<Arc<Aggregate>>,
+    /// Applies what a 2025-11-25 session's reverse bridge asks of a route over several
+    /// backends, not a client's request: the session's door decided the route's eras, and no
+    /// `Mcp-Param-*` headers come with it to check.
+    pub for_sessions: bool,
 }
 
 impl ApplyOn for Dispatch {
@@ -198,9 +202,11 @@ impl Dispatch {
                 }
                 self.listens.open(route, caller, id, &params).await
             }
-            _ if !route.config.serves_modern() => Err(GatewayError::InvalidRequest(
-                "this endpoint serves 2025-11-25 sessions only: send initialize first".into(),
-            )),
+            _ if !route.config.serves_modern() && !self.for_sessions => {
+                Err(GatewayError::InvalidRequest(
+                    "this endpoint serves 2025-11-25 sessions only: send initialize first".into(),
+                ))
+            }
             Command::Forward(call) => {
                 if call.method == Method::ToolsCall {
                     let name = call.target.as_deref().unwrap_or_default();
@@ -309,7 +315,7 @@ impl Dispatch {
         // A modern backend over HTTP checks `Mcp-Param-*` against its own schemas (they go on as
         // sent); over stdio it never sees them, so the gateway checks them for it.
         let backend_checks = relayed && pool.spec().config.transport == TransportKind::Http;
-        if call.method == Method::ToolsCall && !backend_checks {
+        if call.method == Method::ToolsCall && !backend_checks && !self.for_sessions {
             self.route.tool_headers.check(
                 call.target.as_deref().unwrap_or_default(),
                 call.arguments.as_ref(),

@@ -210,6 +210,7 @@ fn route_stack(
         calls_end: calls_end.clone(),
         audit: audit.clone(),
         aggregate: aggregate.clone(),
+        for_sessions: false,
     };
     // What a 2025-11-25 session connects to: the one backend, or the route itself.
     let sessions_reach = match (&aggregate, &route.backends) {
@@ -219,6 +220,7 @@ fn route_stack(
             let inner = Arc::new(dispatch::Dispatch {
                 audit: None,
                 listens: many.unlimited_listens(),
+                for_sessions: true,
                 ..dispatch.clone()
             });
             let timeout = many.request_timeout();

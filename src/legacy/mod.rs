@@ -23,7 +23,7 @@ pub(crate) use self::reverse::LocalServer;
 mod session;
 mod streams;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dashmap::DashMap;
@@ -34,7 +34,7 @@ use tokio_util::task::TaskTracker;
 
 use self::reverse::{ModernUpstream, ReverseLimits};
 use self::serve::EndpointBackend;
-use self::session::{LegacySession, UpstreamOf};
+use self::session::{CallerCell, LegacySession, UpstreamOf};
 use crate::access::CallerAccess;
 use crate::backend::modern::detect::ResolvedEra;
 use crate::config::{LegacyConfig, ANONYMOUS};
@@ -196,11 +196,12 @@ impl LegacySessions {
             }
         })?;
         let max_rounds = self.bridge.max_rounds();
+        let caller_cell: CallerCell = Arc::new(Mutex::new(caller.clone()));
         let upstream = match &endpoint.backend {
             EndpointBackend::Local(server) => UpstreamOf::Reversed(
                 ModernUpstream::Local {
                     server: server.clone(),
-                    caller: caller.clone(),
+                    caller: caller_cell.clone(),
                 },
                 ReverseLimits {
                     max_rounds,
@@ -229,7 +230,7 @@ impl LegacySessions {
             self,
             upstream,
             &identity,
-            caller.clone(),
+            caller_cell,
             self.config.replay_events,
             place,
         )

@@ -91,12 +91,16 @@ pub struct LegacySession {
     reader: Mutex<Option<JoinHandle<()>>>,
     /// The client as its latest request showed it: updates of resources its policy hides are
     /// not passed on.
-    caller: Mutex<Arc<CallerAccess>>,
+    caller: CallerCell,
     /// What the backend session was told about the client when it started.
     identity: String,
     /// The session's place in the `[legacy]` limits, given back when it is dropped.
     _place: Place,
 }
+
+/// Whom a session's client requests come from: the latest, as the session heard them (shared
+/// with the reverse bridge of a route over several backends, which asks the route for them).
+pub(crate) type CallerCell = Arc<Mutex<Arc<CallerAccess>>>;
 
 /// What a new session connects to.
 pub(crate) enum UpstreamOf<'a> {
@@ -187,7 +191,7 @@ impl LegacySession {
         sessions: &Arc<LegacySessions>,
         upstream: UpstreamOf<'_>,
         identity: &Arc<SessionIdentity>,
-        caller: Arc<CallerAccess>,
+        caller: CallerCell,
         keep: usize,
         place: Place,
     ) -> Result<Arc<Self>, BackendError> {
@@ -208,7 +212,7 @@ impl LegacySession {
             open: AtomicUsize::new(0),
             last_seen: Mutex::new(Instant::now()),
             reader: Mutex::new(None),
-            caller: Mutex::new(caller),
+            caller,
             identity: identity.fingerprint().to_string(),
             _place: place,
         });

@@ -14,6 +14,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use base64::Engine;
+
 use mrtr_gateway::config::{BackendEra, Config, Effect, OnBackendError, PolicyRule, TransportKind};
 use rmcp::model::{
     CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams, ServerNotification,
@@ -65,6 +67,7 @@ fn with_dead_backend(config: &mut Config, on_error: OnBackendError) {
     route.backends.push("dead".into());
     route.on_backend_error = on_error;
     route.list_timeout = Duration::from_secs(3);
+    route.ttl_ms = 60_000;
 }
 
 /// Every tool of the route, its pages followed by raw requests (at most 20 pages).
@@ -237,7 +240,20 @@ async fn what_no_backend_serves_is_refused_before_any_hears_it() {
     .await;
     let error = assert_rpc_error(&unknown_uri, 200, -32602);
     assert_eq!(error["data"]["uri"], "nowhere://x");
-    for cursor in [json!("bm90IG91cnM"), json!("!"), json!(7)] {
+    let forged = |cursor: Value| {
+        json!(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(cursor.to_string()))
+    };
+    let twice = forged(json!({"m": "tools/list", "p": [["legacy", null], ["legacy", null]]}));
+    let other_list = forged(json!({"m": "prompts/list", "p": [["legacy", null]]}));
+    let unknown = forged(json!({"m": "tools/list", "p": [["gone", null]]}));
+    for cursor in [
+        json!("bm90IG91cnM"),
+        json!("!"),
+        json!(7),
+        twice,
+        other_list,
+        unknown,
+    ] {
         let exchange = post_raw(
             &harness.url,
             &modern_request(3, "tools/list", json!({"cursor": cursor}), &no_caps()),
@@ -281,6 +297,13 @@ async fn a_backend_that_is_down_is_left_out_and_its_tools_fail_clearly() {
     .await;
     let tools = all_tools(&harness.url).await;
     assert!(tools.iter().any(|t| t["name"] == "old__echo"));
+    // A page without one of the backends is not to be kept.
+    let page = post_raw(
+        &harness.url,
+        &modern_request(1, "tools/list", json!({}), &no_caps()),
+    )
+    .await;
+    assert_eq!(page.result().expect("a page")["ttlMs"], 0, "{}", page.body);
     assert!(tools.iter().any(|t| t["name"] == "new__echo"));
     assert!(!tools
         .iter()
@@ -712,5 +735,38 @@ async fn a_backend_slower_to_start_than_list_timeout_is_ready_for_a_later_list()
         }
     }
     assert!(later.iter().any(|n| n == "old__echo"), "{later:?}");
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_route_over_several_backends_for_2025_11_25_sessions_only() {
+    let harness = Harness::start_with(Backend::Stdio, |config| {
+        two_eras(config);
+        config.mcp_route().eras = vec![mrtr_gateway::config::Era::Legacy];
+    })
+    .await;
+    let client = tokio::time::timeout(
+        Duration::from_secs(20),
+        connect_legacy(&harness.url, TestClientHandler::builder().build()),
+    )
+    .await
+    .expect("initialized in time")
+    .expect("a 2025-11-25 session");
+    assert_eq!(
+        text_of(&client, "old__echo", json!({"text": "a"})).await,
+        "a"
+    );
+    assert_eq!(
+        text_of(&client, "new__echo", json!({"text": "b"})).await,
+        "b"
+    );
+    // A 2026-07-28 request is refused there.
+    let refused = post_raw(
+        &harness.url,
+        &tool_call(1, "old__echo", json!({"text": "x"}), &no_caps()),
+    )
+    .await;
+    assert_rpc_error(&refused, 400, -32600);
+    drop(client);
     harness.stop().await;
 }

@@ -114,11 +114,16 @@ fn check_members(config: &Config, key: &str, route: &RouteConfig) -> Result<(), 
     for name in route.members() {
         let prefix = route.prefix_of(name);
         let field = format!("{key}.prefixes.{name}");
-        if prefix.is_empty() || !valid_name_part(prefix) || prefix.contains(NAME_SEPARATOR) {
+        // A trailing '_' would run into the separator: `a_` + `__x` reads as `a` + `_x`.
+        if prefix.is_empty()
+            || !valid_name_part(prefix)
+            || prefix.contains(NAME_SEPARATOR)
+            || prefix.ends_with('_')
+        {
             return Err(invalid(
                 field,
                 format!(
-                    "\"{prefix}\" must be letters, digits, '_', '-' or '.', without \"{NAME_SEPARATOR}\""
+                    "\"{prefix}\" must be letters, digits, '_', '-' or '.', without \"{NAME_SEPARATOR}\" and not ending in '_'"
                 ),
             ));
         }

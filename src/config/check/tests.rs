@@ -564,15 +564,15 @@ fn routes_over_several_backends_are_checked() {
         ),
         (
             "prefixes = { a = \"my__files\" }",
-            "route[0].prefixes.a: \"my__files\" must be letters, digits, '_', '-' or '.', without \"__\"",
+            "route[0].prefixes.a: \"my__files\" must be letters, digits, '_', '-' or '.', without \"__\" and not ending in '_'",
         ),
         (
             "prefixes = { a = \"fi les\" }",
-            "route[0].prefixes.a: \"fi les\" must be letters, digits, '_', '-' or '.', without \"__\"",
+            "route[0].prefixes.a: \"fi les\" must be letters, digits, '_', '-' or '.', without \"__\" and not ending in '_'",
         ),
         (
             "prefixes = { a = \"\" }",
-            "route[0].prefixes.a: \"\" must be letters, digits, '_', '-' or '.', without \"__\"",
+            "route[0].prefixes.a: \"\" must be letters, digits, '_', '-' or '.', without \"__\" and not ending in '_'",
         ),
         (
             "prefixes = { z = \"zed\" }",
@@ -585,6 +585,10 @@ fn routes_over_several_backends_are_checked() {
         (
             "resource_prefixes = { a = \"\" }",
             "route[0].resource_prefixes.a: must not be empty",
+        ),
+        (
+            "prefixes = { a = \"files_\" }",
+            "route[0].prefixes.a: \"files_\" must be letters, digits, '_', '-' or '.', without \"__\" and not ending in '_'",
         ),
         ("list_timeout = \"0s\"", "route[0].list_timeout: must be more than 0"),
     ];

@@ -5,9 +5,9 @@
 //! The client gets one acknowledgement (what any backend honours), then every backend's news
 //! tagged with its listen id, hidden resources' updates left out, keep-alives in between. A
 //! backend that cannot open its listen is left out (counted) or fails the listen, as
-//! `on_backend_error` says; one whose listen ends later is dropped from the merge, and the
-//! listen ends with its result when the gateway drains or no backend is left. Closing the
-//! stream ends every backend's listen.
+//! `on_backend_error` says. The listen ends with its result when the gateway drains or when
+//! any backend's listen ends (its client listens again, and hears that backend again).
+//! Closing the stream ends every backend's listen.
 //!
 //! The listen takes one place in `server.max_listens` (a 2025-11-25 session's, none: the
 //! session is counted in `[legacy]`); its backends' listens take none.
@@ -87,18 +87,7 @@ impl Aggregate {
                     merged.push(events);
                 }
                 Err(error) => {
-                    let failed = GatewayError::MemberFailed {
-                        backend: member.name.clone(),
-                        reason: error.to_string(),
-                    };
-                    let outcome = match self.on_error {
-                        crate::config::OnBackendError::Fail => "failed",
-                        crate::config::OnBackendError::Omit => "omitted",
-                    };
-                    self.count_failure(member, Method::SubscriptionsListen, outcome, &error);
-                    if outcome == "failed" {
-                        return Err(failed);
-                    }
+                    let failed = self.part_failed(member, Method::SubscriptionsListen, error)?;
                     first_failure.get_or_insert(failed);
                 }
             }
@@ -195,10 +184,10 @@ impl Aggregate {
                                 return Some((frame, Some((merged, keep_alive, id, caller, drain, place))));
                             }
                         }
-                        // One backend's listen ended (its answer, or its stream failing): the
-                        // others go on.
-                        Some(_) => continue,
-                        None => return Some((listen_result(id), None)),
+                        // One backend's listen ended (its answer, or its stream failing): so
+                        // does this one, so that its client listens again and hears that
+                        // backend again.
+                        Some(_) | None => return Some((listen_result(id), None)),
                     },
                     _ = keep_alive.tick() => {
                         let frame = Bytes::from_static(KEEP_ALIVE);

@@ -7,9 +7,11 @@
 //! - `server/discover`: the union of the capabilities, each backend's instructions labelled,
 //!   the gateway's own `serverInfo`.
 //!
-//! A backend that fails its part (an error, no answer in time) is left out and counted
-//! (`on_backend_error = "omit"`), or fails the answer (`"fail"`). When none answered, the
-//! first failure is the answer.
+//! A backend that fails its part (down, an internal error, no answer in time) is left out and
+//! counted (`on_backend_error = "omit"`; the answer then says not to cache it), or fails the
+//! answer (`"fail"`). When none answered, the first backend's failure is the answer. A part
+//! that fails for the request's own reason (a bad cursor, a refused step-up, a limit) is the
+//! answer as it is. A cursor names its list and each backend once.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,7 +24,7 @@ use serde_json::{json, Map, Value};
 
 use super::names::{self, expose_items, instructions_of};
 use super::part::Part;
-use super::{Aggregate, ApplyOn};
+use super::{Aggregate, ApplyOn, Member};
 use crate::access::CallerAccess;
 use crate::backend::modern::MODERN_VERSION;
 use crate::config::OnBackendError;
@@ -38,15 +40,17 @@ use crate::protocol::{gateway_implementation, Method, META_PROTOCOL_VERSION, SUP
 const MAX_LEARN_PAGES: usize = 10;
 
 /// The shortest time between two listings to learn URIs.
-const RELEARN_AFTER: Duration = Duration::from_secs(1);
+const RELEARN_AFTER: Duration = Duration::from_secs(5);
 
 /// The largest cursor taken: a few backends' own cursors.
 const MAX_CURSOR_LEN: usize = 64 * 1024;
 
-/// Where a merged list goes on: the backends with more, each with its own cursor (`None`: its
-/// first page).
+/// Where a merged list goes on: the list it pages, and the backends with more, each with its
+/// own cursor (`None`: its first page).
 #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
 struct Cursor {
+    #[serde(rename = "m")]
+    method: String,
     #[serde(rename = "p")]
     pending: Vec<(String, Option<String>)>,
 }
@@ -113,10 +117,15 @@ impl Aggregate {
         });
         let parts = join_all(asked).await;
         let mut items = Vec::new();
-        let mut next = Cursor::default();
+        let mut next = Cursor {
+            method: method.as_str().to_string(),
+            pending: Vec::new(),
+        };
         let mut hints = Hints::default();
         let parts = pending.iter().map(|(i, _)| *i).zip(parts);
-        for (i, mut result) in self.answered(method, parts)? {
+        let (answered, omitted) = self.answered(method, parts)?;
+        hints.partial = omitted;
+        for (i, mut result) in answered {
             let member = &self.members[i];
             if let Some(Value::Array(mut page)) = result.remove(key) {
                 self.resources.learn(i, key, &page);
@@ -162,21 +171,27 @@ impl Aggregate {
             Some(_) => return Err(GatewayError::invalid_params("cursor must be a string")),
         };
         let invalid = || GatewayError::invalid_params("Invalid cursor");
-        let cursor = Cursor::decode(cursor).ok_or_else(invalid)?;
-        cursor
-            .pending
-            .into_iter()
-            .map(|(name, cursor)| {
-                let i = self.members.iter().position(|m| m.name == name);
-                Ok((i.ok_or_else(invalid)?, cursor))
-            })
-            .collect()
+        let cursor = Cursor::decode(cursor)
+            .filter(|c| c.method == call.method.as_str())
+            .ok_or_else(invalid)?;
+        // Each backend once at most: a cursor asks no backend twice.
+        let mut pending: Vec<(usize, Option<String>)> = Vec::with_capacity(cursor.pending.len());
+        for (name, cursor) in cursor.pending {
+            let i = self
+                .members
+                .iter()
+                .position(|m| m.name == name)
+                .filter(|i| pending.iter().all(|(seen, _)| seen != i))
+                .ok_or_else(invalid)?;
+            pending.push((i, cursor));
+        }
+        Ok(pending)
     }
 
     /// Lists every backend's resources and templates (a bounded number of pages each), to
-    /// learn which backend a URI belongs to. One listing at a time, and none within
-    /// [`RELEARN_AFTER`] of the last: URIs no backend has cannot make the route list again and
-    /// again.
+    /// learn which backend a URI belongs to, within one `list_timeout` in all. One listing at a
+    /// time, and none within [`RELEARN_AFTER`] of the last: URIs no backend has cannot make the
+    /// route list again and again.
     pub(super) async fn learn_resources(
         &self,
         via: &dyn ApplyOn,
@@ -232,7 +247,8 @@ impl Aggregate {
                 learn(i, Method::ResourcesTemplatesList),
             ]
         });
-        join_all(asked).await;
+        // The whole listing within one `list_timeout`: reads waiting for it wait no longer.
+        let _ = tokio::time::timeout(self.list_timeout, join_all(asked)).await;
         *last = Some(Instant::now());
     }
 
@@ -254,7 +270,13 @@ impl Aggregate {
         let parts = join_all(asked).await;
         let mut capabilities = Map::new();
         let mut instructions = Vec::new();
-        for (i, result) in self.answered(Method::Discover, parts.into_iter().enumerate())? {
+        let (answered, omitted) = self.answered(Method::Discover, parts.into_iter().enumerate())?;
+        let mut hints = Hints {
+            partial: omitted,
+            ..Hints::default()
+        };
+        for (i, result) in answered {
+            hints.add(&result);
             if let Some(Value::Object(offered)) = result.get("capabilities") {
                 union(&mut capabilities, offered);
             }
@@ -271,13 +293,14 @@ impl Aggregate {
         if let Some(text) = names::labelled_instructions(&instructions) {
             result.insert("instructions".into(), Value::String(text));
         }
-        let stamped = translate::stamp_result(
+        let mut stamped = translate::stamp_result(
             Method::Discover,
             &raw(&Value::Object(result)),
             &self.config,
             Some(&gateway_implementation()),
             false,
         );
+        hints.apply(&mut stamped);
         Ok(labeled(
             json_response(StatusCode::OK, &jsonrpc::result_message(&id, stamped)),
             Method::Discover,
@@ -285,37 +308,68 @@ impl Aggregate {
         ))
     }
 
-    /// The parts that answered, by backend index; a failed part is left out (counted and
-    /// logged) or fails the whole, as the route says. None answering is the first failure.
+    /// The parts that answered, by backend index, and whether a backend was left out. A part
+    /// that failed for the request's own reason (a bad cursor, a refused step-up, a limit) fails
+    /// the answer with it; a backend's failure is counted and logged, and leaves the backend out
+    /// or fails the answer, as the route says. None answering is the first backend's failure.
     fn answered(
         &self,
         method: Method,
         parts: impl Iterator<Item = (usize, Part)>,
-    ) -> Result<Vec<Answered>, GatewayError> {
+    ) -> Result<(Vec<Answered>, bool), GatewayError> {
         let mut answered = Vec::new();
         let mut first_failure = None;
         for (i, part) in parts {
-            let member = &self.members[i];
             match part {
                 Ok(result) => answered.push((i, result)),
                 Err(error) => {
-                    let failed = GatewayError::MemberFailed {
-                        backend: member.name.clone(),
-                        reason: error.to_string(),
-                    };
-                    if self.on_error == OnBackendError::Fail {
-                        self.count_failure(member, method, "failed", &error);
-                        return Err(failed);
-                    }
-                    self.count_failure(member, method, "omitted", &error);
+                    let failed = self.part_failed(&self.members[i], method, error)?;
                     first_failure.get_or_insert(failed);
                 }
             }
         }
         match first_failure {
             Some(failure) if answered.is_empty() => Err(failure),
-            _ => Ok(answered),
+            failure => Ok((answered, failure.is_some())),
         }
+    }
+
+    /// What one backend's failed part does to the answer: the request's own error is the
+    /// answer as it is (`Err`); a backend's failure is counted and logged, then fails the answer
+    /// (`Err`, `on_backend_error = "fail"`) or leaves the backend out (`Ok`: the failure, which
+    /// is the answer if no backend answers).
+    pub(super) fn part_failed(
+        &self,
+        member: &Member,
+        method: Method,
+        error: GatewayError,
+    ) -> Result<GatewayError, GatewayError> {
+        if !is_backends_failure(&error) {
+            return Err(error);
+        }
+        let failed = GatewayError::MemberFailed {
+            backend: member.name.clone(),
+            reason: error.to_string(),
+        };
+        match self.on_error {
+            OnBackendError::Fail => {
+                self.count_failure(member, method, "failed", &error);
+                Err(failed)
+            }
+            OnBackendError::Omit => {
+                self.count_failure(member, method, "omitted", &error);
+                Ok(failed)
+            }
+        }
+    }
+}
+
+/// Whether a part's error is its backend's failure (down, failing, slow, or answering with an
+/// internal error), not the request's.
+fn is_backends_failure(error: &GatewayError) -> bool {
+    match error {
+        GatewayError::Backend(e) => e.code == crate::jsonrpc::codes::INTERNAL_ERROR,
+        error => error.is_backend_failure(),
     }
 }
 
@@ -333,11 +387,14 @@ fn union(into: &mut Map<String, Value>, offered: &Map<String, Value>) {
     }
 }
 
-/// The cache hints of a merged list: the strictest any part gave.
+/// The cache hints of a merged answer: the strictest any part gave; nothing to keep when a
+/// backend was left out.
 #[derive(Default)]
 struct Hints {
     ttl_ms: Option<u64>,
     private: bool,
+    /// A backend was left out: the answer is not to be cached.
+    partial: bool,
 }
 
 impl Hints {
@@ -351,7 +408,8 @@ impl Hints {
     }
 
     fn apply(&self, result: &mut crate::jsonrpc::RawObject) {
-        if let Some(ttl) = self.ttl_ms {
+        let ttl_ms = if self.partial { Some(0) } else { self.ttl_ms };
+        if let Some(ttl) = ttl_ms {
             if let Ok(raw) = serde_json::value::to_raw_value(&ttl) {
                 let strictest = match result
                     .get("ttlMs")
@@ -380,6 +438,7 @@ mod tests {
     #[test]
     fn a_cursor_names_each_backend_with_more() {
         let cursor = Cursor {
+            method: "tools/list".into(),
             pending: vec![
                 ("files".into(), Some("c1".into())),
                 ("tickets".into(), None),

@@ -13,20 +13,24 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, Response};
-use http_body_util::BodyExt;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::{Aggregate, ApplyOn, Member};
 use crate::access::CallerAccess;
+use crate::backend::modern::{Exchange, ModernEvent};
 use crate::error::GatewayError;
 use crate::front::request::{Command, McpRequest};
 use crate::http_serve::Body;
-use crate::jsonrpc::JsonRpcError;
 
 /// One backend's part of a merged answer: its result, or why it has none.
 pub(super) type Part = Result<Map<String, Value>, GatewayError>;
 
 type PartFuture = Pin<Box<dyn Future<Output = Part> + Send>>;
+
+/// The id a part's request goes with, which its answer carries.
+fn part_id() -> Value {
+    Value::from(0)
+}
 
 impl Aggregate {
     /// One backend's part: `command` applied by the backend's own route within `list_timeout`,
@@ -40,7 +44,7 @@ impl Aggregate {
         headers: &HeaderMap,
     ) -> Part {
         let request = McpRequest {
-            id: json!(0),
+            id: part_id(),
             command,
             caller_trace: Vec::new(),
             body: Bytes::new(),
@@ -83,44 +87,25 @@ impl Aggregate {
     }
 }
 
-/// The result of a response a route wrote (a JSON body, or an SSE stream whose last message is
-/// the answer); an error answer as the error.
+/// The result of a response a route wrote (a JSON answer, or an SSE stream ending with it),
+/// read as a backend's exchange is; an error answer as the error.
 async fn result_of(response: Response<Body>) -> Part {
-    let stream = crate::http_client::is_event_stream(response.headers());
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| GatewayError::Internal(format!("reading a backend's part: {e}")))?
-        .to_bytes();
-    let message: Option<Value> = if stream {
-        let text = String::from_utf8_lossy(&body);
-        text.split("\n\n")
-            .filter_map(|event| {
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                serde_json::from_str::<Value>(&data.join("\n")).ok()
-            })
-            .filter(|m| m.get("result").is_some() || m.get("error").is_some())
-            .last()
-    } else {
-        serde_json::from_slice(&body).ok()
-    };
-    let Some(mut message) = message else {
-        return Err(GatewayError::Internal(
-            "a backend's part had no answer".into(),
-        ));
-    };
-    if let Some(Value::Object(result)) = message.get_mut("result").map(Value::take) {
-        return Ok(result);
+    let mut exchange = Exchange::from_response(part_id(), response).await?;
+    loop {
+        match exchange.next().await {
+            Some(Ok(ModernEvent::Notify(_))) => continue,
+            Some(Ok(ModernEvent::Result(result))) => {
+                return serde_json::from_str(result.get()).map_err(|_| {
+                    GatewayError::Internal("a backend's part is not an object".into())
+                })
+            }
+            Some(Ok(ModernEvent::Error { error })) => return Err(GatewayError::Backend(error)),
+            Some(Err(error)) => return Err(error.into()),
+            None => {
+                return Err(GatewayError::Internal(
+                    "a backend's part had no answer".into(),
+                ))
+            }
+        }
     }
-    let error = message
-        .get_mut("error")
-        .map(Value::take)
-        .and_then(|e| serde_json::from_value::<JsonRpcError>(e).ok())
-        .unwrap_or_else(|| JsonRpcError::new(crate::jsonrpc::codes::INTERNAL_ERROR, "no result"));
-    Err(GatewayError::Backend(error))
 }

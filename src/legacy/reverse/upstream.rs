@@ -11,6 +11,8 @@ use crate::access::CallerAccess;
 use crate::backend::identity::SessionIdentity;
 use crate::backend::modern::{Exchange, ModernBackend, ModernRequest};
 use crate::backend::BackendError;
+use crate::legacy::session::CallerCell;
+use crate::sync::LockRecovered;
 
 /// A 2026-07-28 server the gateway is itself: a route over several backends. A 2025-11-25
 /// session on that route reaches it through the reverse bridge, as it would a 2026-07-28
@@ -35,10 +37,10 @@ pub(crate) enum ModernUpstream {
         backend: Arc<ModernBackend>,
         identity: Arc<SessionIdentity>,
     },
-    /// The gateway's own route over several backends, for the session's caller.
+    /// The gateway's own route over several backends, for the session's latest caller.
     Local {
         server: Arc<dyn LocalServer>,
-        caller: Arc<CallerAccess>,
+        caller: CallerCell,
     },
 }
 
@@ -47,7 +49,10 @@ impl ModernUpstream {
     pub(crate) async fn send(&self, request: ModernRequest) -> Result<Exchange, BackendError> {
         match self {
             Self::Backend { backend, identity } => backend.send(identity, &request).await,
-            Self::Local { server, caller } => server.exchange(caller.clone(), request).await,
+            Self::Local { server, caller } => {
+                let caller = caller.lock_recovered().clone();
+                server.exchange(caller, request).await
+            }
         }
     }
 

@@ -255,12 +255,16 @@ impl GatewayError {
         Self::Backend(error)
     }
 
-    /// Whether a backend failed (down, failing, slow), rather than the request.
+    /// Whether a backend failed (down, failing, slow, or answering with an internal error),
+    /// rather than the request (its caller's share of the pool included).
     pub fn is_backend_failure(&self) -> bool {
-        matches!(
-            self,
-            Self::Upstream(_) | Self::Pool(_) | Self::BackendTimeout(_) | Self::MemberFailed { .. }
-        )
+        match self {
+            Self::Pool(PoolError::PrincipalShare { .. }) => false,
+            Self::Backend(e) => e.code == codes::INTERNAL_ERROR,
+            Self::Upstream(_) | Self::Pool(_) | Self::BackendTimeout(_) => true,
+            Self::MemberFailed { .. } => true,
+            _ => false,
+        }
     }
 
     /// The answer to a 2025-11-25 `initialize`: no such method, and the revisions spoken here.

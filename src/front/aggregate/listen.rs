@@ -87,13 +87,17 @@ impl Aggregate {
                     merged.push(events);
                 }
                 Err(error) => {
-                    let failed = self.part_failed(member, Method::SubscriptionsListen, error)?;
-                    first_failure.get_or_insert(failed);
+                    let method = Method::SubscriptionsListen;
+                    if let Some(failed) = self.part_failed(member, method, error)? {
+                        first_failure.get_or_insert(failed);
+                    }
                 }
             }
         }
-        if let (Some(failure), true) = (first_failure, merged.is_empty()) {
-            return Err(failure);
+        if merged.is_empty() {
+            return Err(first_failure.unwrap_or_else(|| {
+                GatewayError::method_not_found(Method::SubscriptionsListen.as_str())
+            }));
         }
         let acknowledged = tagged(
             "notifications/subscriptions/acknowledged",

@@ -308,10 +308,11 @@ impl Aggregate {
         ))
     }
 
-    /// The parts that answered, by backend index, and whether a backend was left out. A part
-    /// that failed for the request's own reason (a bad cursor, a refused step-up, a limit) fails
-    /// the answer with it; a backend's failure is counted and logged, and leaves the backend out
-    /// or fails the answer, as the route says. None answering is the first backend's failure.
+    /// The parts that answered, by backend index, and whether a backend was left out. A
+    /// backend without the method adds nothing; a part that failed for the request's own reason
+    /// (a bad cursor, a refused step-up, a limit) fails the answer with it; a backend's failure
+    /// is counted and logged, and leaves the backend out or fails the answer, as the route says.
+    /// None answering is the first backend's failure, or, if none has the method, its absence.
     fn answered(
         &self,
         method: Method,
@@ -323,28 +324,34 @@ impl Aggregate {
             match part {
                 Ok(result) => answered.push((i, result)),
                 Err(error) => {
-                    let failed = self.part_failed(&self.members[i], method, error)?;
-                    first_failure.get_or_insert(failed);
+                    if let Some(failed) = self.part_failed(&self.members[i], method, error)? {
+                        first_failure.get_or_insert(failed);
+                    }
                 }
             }
         }
         match first_failure {
             Some(failure) if answered.is_empty() => Err(failure),
+            None if answered.is_empty() => Err(GatewayError::method_not_found(method.as_str())),
             failure => Ok((answered, failure.is_some())),
         }
     }
 
-    /// What one backend's failed part does to the answer: the request's own error is the
-    /// answer as it is (`Err`); a backend's failure is counted and logged, then fails the answer
-    /// (`Err`, `on_backend_error = "fail"`) or leaves the backend out (`Ok`: the failure, which
-    /// is the answer if no backend answers).
+    /// What one backend's failed part does to the answer: a backend without the method adds
+    /// nothing (`Ok(None)`); the request's own error is the answer as it is (`Err`); a backend's
+    /// failure is counted and logged, then fails the answer (`Err`, `on_backend_error =
+    /// "fail"`) or leaves the backend out (`Ok(Some)`: the failure, which is the answer if no
+    /// backend answers).
     pub(super) fn part_failed(
         &self,
         member: &Member,
         method: Method,
         error: GatewayError,
-    ) -> Result<GatewayError, GatewayError> {
-        if !is_backends_failure(&error) {
+    ) -> Result<Option<GatewayError>, GatewayError> {
+        if lacks_method(&error) {
+            return Ok(None);
+        }
+        if !error.is_backend_failure() {
             return Err(error);
         }
         let failed = GatewayError::MemberFailed {
@@ -358,18 +365,19 @@ impl Aggregate {
             }
             OnBackendError::Omit => {
                 self.count_failure(member, method, "omitted", &error);
-                Ok(failed)
+                Ok(Some(failed))
             }
         }
     }
 }
 
-/// Whether a part's error is its backend's failure (down, failing, slow, or answering with an
-/// internal error), not the request's.
-fn is_backends_failure(error: &GatewayError) -> bool {
+/// Whether a part's error says its backend does not have the method (a server without
+/// prompts, resources or listens).
+fn lacks_method(error: &GatewayError) -> bool {
     match error {
-        GatewayError::Backend(e) => e.code == crate::jsonrpc::codes::INTERNAL_ERROR,
-        error => error.is_backend_failure(),
+        GatewayError::MethodNotFound { .. } => true,
+        GatewayError::Backend(e) => e.code == crate::jsonrpc::codes::METHOD_NOT_FOUND,
+        _ => false,
     }
 }
 

@@ -215,7 +215,7 @@ else
 fi
 host=mcp.example.internal # one of the chart's server.allowed_hosts
 
-# ---- both routes through the balancer ---------------------------------------------------------
+# ---- the routes through the balancer ----------------------------------------------------------
 mcp() { # PATH TOKEN BODY MCP-NAME: a tools/call through the balancer
   mcp_post "$front$1" tools/call "$4" "$3" -H "Host: $host" -H "Authorization: Bearer $2"
 }
@@ -228,6 +228,13 @@ json_check "/mcp/files refuses a wrong token with 401" 'code == 401' \
 json_check "/mcp/tickets (JWT checked against the issuer's JWKS over TLS): the HTTPS backend answers" \
   'code == 200 and r["result"]["content"][0]["text"] == "This is a simple text response for testing."' \
   "$(mcp /mcp/tickets "$jwt" '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"test_simple_text","arguments":{},'"$META"'}}' test_simple_text)"
+
+json_check "/mcp (both backends at one endpoint): the filesystem server's tool as fs__read_text_file" \
+  'code == 200 and "hello from the data volume" in r["result"]["content"][0]["text"]' \
+  "$(mcp /mcp "$ci_token" '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fs__read_text_file","arguments":{"path":"/srv/data/hello.txt"},'"$META"'}}' fs__read_text_file)"
+json_check "/mcp (both backends at one endpoint): the tickets server's tool as tickets__test_simple_text" \
+  'code == 200 and r["result"]["content"][0]["text"] == "This is a simple text response for testing."' \
+  "$(mcp /mcp "$ci_token" '{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"tickets__test_simple_text","arguments":{},'"$META"'}}' tickets__test_simple_text)"
 
 # ---- multi-round flows, each retry wherever the balancer sends it --------------------------
 forwarded_ok() { # the replicas' mrtr_forwarded_retries_total{result="ok"}, summed

@@ -366,9 +366,14 @@ fn stream_relayed(
             }
         }
     });
-    let frames = first
-        .chain(rest)
-        .map(|bytes| Ok::<_, tower::BoxError>(Frame::data(bytes)));
+    listen_response(first.chain(rest))
+}
+
+/// A listen's response: its SSE frames as they come.
+pub(super) fn listen_response(
+    frames: impl futures_util::Stream<Item = Bytes> + Send + 'static,
+) -> Response<Body> {
+    let frames = frames.map(|bytes| Ok::<_, tower::BoxError>(Frame::data(bytes)));
     sse_response(
         StreamBody::new(frames).boxed_unsync(),
         Method::SubscriptionsListen,
@@ -458,14 +463,7 @@ fn stream_listen(
             }
         }
     });
-    let frames = first
-        .chain(rest)
-        .map(|bytes| Ok::<_, tower::BoxError>(Frame::data(bytes)));
-    sse_response(
-        StreamBody::new(frames).boxed_unsync(),
-        Method::SubscriptionsListen,
-        "stream",
-    )
+    listen_response(first.chain(rest))
 }
 
 #[cfg(test)]

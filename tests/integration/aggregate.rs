@@ -29,8 +29,8 @@ use crate::support::gateway::{
     example_path, Backend, Harness, HttpBackend, TestConfig, MODERN_FIXTURE,
 };
 use crate::support::modern_client::{
-    connect_in_time, connect_legacy, jsonrpc_error, modern_request, post_raw, ModernClient,
-    TestClientHandler,
+    connect_in_time, connect_legacy, jsonrpc_error, modern_request, next_notification, post_raw,
+    ModernClient, TestClientHandler,
 };
 use crate::support::rpc::{
     all_caps, assert_rpc_error, input_required, key_of, no_caps, result_text, tool_call,
@@ -70,6 +70,18 @@ fn with_dead_backend(config: &mut Config, on_error: OnBackendError) {
     route.ttl_ms = 60_000;
 }
 
+/// A client that answers the backends' name questions (form elicitation) with `names`, in turn.
+fn naming(names: &[&str]) -> TestClientHandler {
+    let accept = |name: &str| {
+        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+            .with_content(json!({ "name": name }))
+    };
+    TestClientHandler::builder()
+        .elicitation_form()
+        .elicit_replies(names.iter().map(|name| accept(name)).collect())
+        .build()
+}
+
 /// Every tool of the route, its pages followed by raw requests (at most 20 pages).
 async fn all_tools(url: &str) -> Vec<Value> {
     let mut tools = Vec::new();
@@ -106,16 +118,7 @@ async fn text_of<H: rmcp::ClientHandler>(
 #[tokio::test]
 async fn one_route_serves_both_eras_of_backend_under_their_prefixes() {
     let harness = Harness::start_with(Backend::Stdio, two_eras).await;
-    let accept = |content: Value| {
-        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(content)
-    };
-    let handler = TestClientHandler::builder()
-        .elicitation_form()
-        .elicit_replies(vec![
-            accept(json!({"name": "Ada"})),
-            accept(json!({"name": "Bob"})),
-        ])
-        .build();
+    let handler = naming(&["Ada", "Bob"]);
     let client = connect_in_time(&harness.url, handler).await;
 
     let tools = client.list_all_tools().await.expect("tools/list");
@@ -414,16 +417,7 @@ async fn the_policy_sees_exposed_names() {
 #[tokio::test]
 async fn a_2025_11_25_client_gets_the_same_route() {
     let harness = Harness::start_with(Backend::Stdio, two_eras).await;
-    let accept = |content: Value| {
-        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(content)
-    };
-    let handler = TestClientHandler::builder()
-        .elicitation_form()
-        .elicit_replies(vec![
-            accept(json!({"name": "Ada"})),
-            accept(json!({"name": "Bob"})),
-        ])
-        .build();
+    let handler = naming(&["Ada", "Bob"]);
     let client = tokio::time::timeout(
         Duration::from_secs(20),
         connect_legacy(&harness.url, handler.clone()),
@@ -493,15 +487,6 @@ async fn a_2025_11_25_client_gets_the_same_route() {
     harness.stop().await;
 }
 
-/// The next notification of a subscription, bounded.
-async fn next_notice(subscription: &mut rmcp::service::Subscription) -> ServerNotification {
-    tokio::time::timeout(Duration::from_secs(10), subscription.next())
-        .await
-        .expect("a notification in time")
-        .expect("a notification, not an error")
-        .expect("the subscription is open")
-}
-
 #[tokio::test]
 async fn one_listen_hears_every_backend() {
     let harness = Harness::start_with(Backend::Stdio, two_eras).await;
@@ -541,7 +526,7 @@ async fn one_listen_hears_every_backend() {
     assert!(!added.is_empty());
     let mut heard = std::collections::BTreeSet::new();
     for _ in 0..12 {
-        match next_notice(&mut subscription).await {
+        match next_notification(&mut subscription).await {
             ServerNotification::ToolListChangedNotification(_) => heard.insert("tools".into()),
             ServerNotification::ResourceUpdatedNotification(n) => heard.insert(n.params.uri),
             other => panic!("unexpected {other:?}"),
@@ -610,17 +595,7 @@ async fn a_fleet_behind_plain_round_robin_finishes_every_backends_rounds() {
         .configure(fleet_over_two_eras(modern.url.clone()))
         .start()
         .await;
-    let accept = |content: Value| {
-        rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept).with_content(content)
-    };
-    let handler = TestClientHandler::builder()
-        .elicitation_form()
-        .elicit_replies(vec![
-            accept(json!({"name": "Ada"})),
-            accept(json!({"name": "Bob"})),
-            accept(json!({"name": "Cy"})),
-        ])
-        .build();
+    let handler = naming(&["Ada", "Bob", "Cy"]);
     let client = connect_in_time(fleet.proxy_url(), handler).await;
     assert_eq!(
         text_of(&client, "old__ask_name", json!({})).await,

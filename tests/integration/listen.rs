@@ -14,8 +14,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 
 use crate::support::gateway::{Backend, Harness, TestConfig};
 use crate::support::modern_client::{
-    connect_in_time, connect_modern_with_config, modern_request, post_raw, ModernClient,
-    TestClientHandler,
+    connect_in_time, connect_modern_with_config, modern_request, next_notification, post_raw,
+    ModernClient, TestClientHandler,
 };
 use crate::support::rpc::{assert_rpc_error, no_caps};
 
@@ -27,15 +27,6 @@ over_both_transports!(
 );
 
 const ITEM: &str = "demo://item/7";
-
-/// The next notification of a subscription, bounded.
-async fn next(subscription: &mut rmcp::service::Subscription) -> ServerNotification {
-    tokio::time::timeout(Duration::from_secs(10), subscription.next())
-        .await
-        .expect("a notification in time")
-        .expect("a notification, not an error")
-        .expect("the subscription is open")
-}
 
 async fn a_listen_hears_what_it_asked_for_tagged_with_its_id(kind: Backend) {
     let h = Harness::start(kind).await;
@@ -75,7 +66,7 @@ async fn a_listen_hears_what_it_asked_for_tagged_with_its_id(kind: Backend) {
     .await;
 
     // The backend updates the subscribed resource on the listening session.
-    let updated = next(&mut subscription).await;
+    let updated = next_notification(&mut subscription).await;
     let ServerNotification::ResourceUpdatedNotification(updated) = updated else {
         panic!("a resource update, not {updated:?}");
     };
@@ -90,14 +81,15 @@ async fn a_listen_hears_what_it_asked_for_tagged_with_its_id(kind: Backend) {
         .await
         .expect("add_tool");
     assert!(!added.is_error.unwrap_or(false));
-    let changed = next(&mut subscription).await;
+    let changed = next_notification(&mut subscription).await;
     assert!(
         matches!(changed, ServerNotification::ToolListChangedNotification(_)),
         "{changed:?}"
     );
     // The second listen heard its own resource's update, and not the tool list change or
     // the first listen's resource.
-    let ServerNotification::ResourceUpdatedNotification(own) = next(&mut narrow).await else {
+    let ServerNotification::ResourceUpdatedNotification(own) = next_notification(&mut narrow).await
+    else {
         panic!("the second listen's first notification is its resource's update");
     };
     assert_eq!(own.params.uri, other);
@@ -198,7 +190,7 @@ async fn principals_hear_only_their_own_changes(kind: Backend) {
     )
     .await
     .expect("add_tool");
-    let heard = next(&mut bob_hears).await;
+    let heard = next_notification(&mut bob_hears).await;
     assert!(
         matches!(heard, ServerNotification::ToolListChangedNotification(_)),
         "{heard:?}"
@@ -291,7 +283,7 @@ async fn discover_after_a_list_change_describes_the_backend_since() {
         .await
         .expect("add_tool");
     assert!(matches!(
-        next(&mut subscription).await,
+        next_notification(&mut subscription).await,
         ServerNotification::ToolListChangedNotification(_)
     ));
     let after = discover().await;
@@ -325,13 +317,13 @@ async fn a_listen_outlives_its_backend_session() {
         .build();
     let mut subscription = client.peer().listen(filter).await.expect("listen");
     assert!(matches!(
-        next(&mut subscription).await,
+        next_notification(&mut subscription).await,
         ServerNotification::ResourceUpdatedNotification(_)
     ));
     backend.stop().await;
     let again = HttpBackend::start(&address, false, &log).await;
     // The new session subscribes again, and the backend updates the resource once more.
-    let updated = next(&mut subscription).await;
+    let updated = next_notification(&mut subscription).await;
     assert!(
         matches!(updated, ServerNotification::ResourceUpdatedNotification(_)),
         "{updated:?}"
@@ -361,7 +353,7 @@ async fn a_listen_outlives_its_stdio_backend_process() {
         .build();
     let mut subscription = client.peer().listen(filter).await.expect("listen");
     for update in 1..=2 {
-        let heard = next(&mut subscription).await;
+        let heard = next_notification(&mut subscription).await;
         let ServerNotification::ResourceUpdatedNotification(heard) = heard else {
             panic!("update {update}: a resource update, not {heard:?}");
         };

@@ -522,6 +522,17 @@ fn header_value(value: &str) -> reqwest::header::HeaderValue {
     reqwest::header::HeaderValue::from_str(&text).expect("header value is visible ASCII")
 }
 
+/// The next notification of a `subscriptions/listen` subscription, within 10 s.
+pub async fn next_notification(
+    subscription: &mut rmcp::service::Subscription,
+) -> rmcp::model::ServerNotification {
+    tokio::time::timeout(std::time::Duration::from_secs(10), subscription.next())
+        .await
+        .expect("a notification in time")
+        .expect("a notification, not an error")
+        .expect("the subscription is open")
+}
+
 /// One HTTP exchange as it was on the wire.
 #[derive(Debug, Clone)]
 pub struct RawExchange {

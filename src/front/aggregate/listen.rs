@@ -19,8 +19,6 @@ use futures_util::future::join_all;
 use futures_util::stream::{self, BoxStream, SelectAll};
 use futures_util::StreamExt;
 use http::{HeaderMap, Response};
-use http_body_util::{BodyExt, StreamBody};
-use hyper::body::Frame;
 use serde_json::{json, Map, Value};
 
 use super::{Aggregate, ApplyOn, Member};
@@ -28,9 +26,11 @@ use crate::access::CallerAccess;
 use crate::backend::modern::{Exchange, ModernEvent};
 use crate::backend::BackendError;
 use crate::error::GatewayError;
-use crate::front::listen::{listen_result, relayed_notice, tagged, Filter, Listens};
+use crate::front::listen::{
+    listen_response, listen_result, relayed_notice, tagged, Filter, Listens,
+};
 use crate::front::request::{Command, McpRequest};
-use crate::http_serve::{sse_frame, sse_response, Body, KEEP_ALIVE};
+use crate::http_serve::{sse_frame, Body, KEEP_ALIVE};
 use crate::mrtr::quota::Place;
 use crate::protocol::Method;
 
@@ -200,14 +200,7 @@ impl Aggregate {
                 }
             }
         });
-        let frames = first
-            .chain(rest)
-            .map(|bytes| Ok::<_, tower::BoxError>(Frame::data(bytes)));
-        sse_response(
-            StreamBody::new(frames).boxed_unsync(),
-            Method::SubscriptionsListen,
-            "stream",
-        )
+        listen_response(first.chain(rest))
     }
 }
 

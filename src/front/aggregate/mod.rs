@@ -150,11 +150,21 @@ impl Aggregate {
             .unwrap_or(self.list_timeout)
     }
 
-    /// The backend serving an exposed tool or prompt name, and the name it knows.
-    fn named<'a>(&self, exposed: &'a str) -> Option<(&Member, &'a str)> {
-        let (prefix, original) = exposed.split_once(NAME_SEPARATOR)?;
-        let member = &self.members[*self.by_prefix.get(prefix)?];
-        (!original.is_empty()).then_some((member, original))
+    /// The backend serving an exposed tool or prompt name (`method` its use), and the name it
+    /// knows; none is the unknown-name error.
+    fn named<'a>(
+        &self,
+        method: Method,
+        exposed: &'a str,
+    ) -> Result<(&Member, &'a str), GatewayError> {
+        exposed
+            .split_once(NAME_SEPARATOR)
+            .filter(|(_, original)| !original.is_empty())
+            .and_then(|(prefix, original)| {
+                let member = &self.members[*self.by_prefix.get(prefix)?];
+                Some((member, original))
+            })
+            .ok_or_else(|| GatewayError::unknown_item(method, exposed, Era::Modern))
     }
 
     /// The backend a use of one item goes to (a call, a prompt, a resource read, a completion),
@@ -169,13 +179,7 @@ impl Aggregate {
         match call.method {
             Method::ToolsCall | Method::PromptsGet => {
                 let exposed = call.target.clone().unwrap_or_default();
-                let Some((member, original)) = self.named(&exposed) else {
-                    return Err(GatewayError::unknown_item(
-                        call.method,
-                        &exposed,
-                        Era::Modern,
-                    ));
-                };
+                let (member, original) = self.named(call.method, &exposed)?;
                 names::rename_target(call, original);
                 Ok(member)
             }
@@ -239,13 +243,7 @@ impl Aggregate {
         match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => {
                 let exposed = text("name").unwrap_or_default();
-                let Some((member, original)) = self.named(&exposed) else {
-                    return Err(GatewayError::unknown_item(
-                        Method::PromptsGet,
-                        &exposed,
-                        Era::Modern,
-                    ));
-                };
+                let (member, original) = self.named(Method::PromptsGet, &exposed)?;
                 names::rename_completion_prompt(call, original);
                 Ok(member)
             }
